@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+#include "host_ir/host_ir_container.h"
+
+#include <sstream>
+
+#include "ir/errors.h"
+
+namespace mdfuser::hir {
+
+HostIrContainer::HostIrContainer(std::unique_ptr<Fusion> fusion)
+    : fusion_(std::move(fusion)) {
+  MDF_CHECK(fusion_ != nullptr);
+}
+
+namespace {
+
+void printScope(std::ostream& os, const Scope& scope, int depth) {
+  const std::string indent(2 * depth, ' ');
+  for (const Expr* expr : scope.exprs()) {
+    std::istringstream lines(expr->toString());
+    for (std::string line; std::getline(lines, line);) {
+      os << indent << line << "\n";
+    }
+    if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
+      printScope(os, loop->body(), depth + 1);
+    }
+  }
+}
+
+std::string tensorList(const std::vector<TensorView*>& tvs) {
+  std::string s = "(";
+  for (size_t i = 0; i < tvs.size(); ++i) {
+    s += (i > 0 ? ", " : "") + tvs[i]->toString();
+  }
+  return s + ")";
+}
+
+} // namespace
+
+std::string HostIrContainer::toString() const {
+  std::ostringstream ss;
+  ss << "%HostIrContainer { " << tensorList(inputs()) << " -> "
+     << tensorList(outputs()) << " :\n";
+  printScope(ss, top_level_, 1);
+  ss << "} // %HostIrContainer\n";
+  return ss.str();
+}
+
+} // namespace mdfuser::hir

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/base_nodes.h"
+#include "ir/scalar.h"
+#include "ir/tensor_view.h"
+#include "multidevice/communication_type.h"
+
+// The statements of a host program. A node's inputs() are the values it
+// reads and its outputs() the values it writes; host nodes are never the
+// definition of a value.
+//
+// Adding a node touches: this file (the class), nodes.cpp (constructor and
+// printing), verifier.cpp (what it may reference), the evaluator in
+// csrc/runtime (what it does) and, if it reads or writes tensors, nothing
+// else: AllocateAndDeallocate works from inputs() and outputs().
+namespace mdfuser::hir {
+
+// An ordered list of statements: a program's top level or a loop body.
+class Scope {
+ public:
+  const std::vector<Expr*>& exprs() const {
+    return exprs_;
+  }
+  void pushBack(Expr* expr) {
+    exprs_.push_back(expr);
+  }
+  // Passes rebuild a scope as a whole rather than inserting at positions.
+  void setExprs(std::vector<Expr*> exprs) {
+    exprs_ = std::move(exprs);
+  }
+
+ private:
+  std::vector<Expr*> exprs_;
+};
+
+// A stream value. Without an index, a stream captured at run time; with an
+// index, the worker stream of that loop iteration.
+class Stream : public Val {
+ public:
+  explicit Stream(IrContainer* container, Scalar* index = nullptr);
+
+  Scalar* index() const {
+    return index_;
+  }
+
+  std::string_view counterKey() const override {
+    return index_ == nullptr ? "Stream" : "WorkerStream";
+  }
+  // "Stream 0" or "Stream i3".
+  std::string toString() const override;
+  Statement* cloneInto(IrCloner& cloner) const override;
+
+ private:
+  Scalar* index_;
+};
+
+// Base of host statements, which are never cloned.
+class HostExpr : public Expr {
+ public:
+  Statement* cloneInto(IrCloner& cloner) const override;
+
+ protected:
+  using Expr::Expr;
+};
+
+// FOR index from start to stop, step 1. A Stream loop runs its iterations
+// on worker streams once AssignStreams has rewritten it.
+class ForLoop : public HostExpr {
+ public:
+  ForLoop(
+      IrContainer* container,
+      Scalar* index,
+      Scalar* start,
+      Scalar* stop,
+      ParallelType parallel_type);
+
+  Scalar* index() const {
+    return index_;
+  }
+  Scalar* start() const {
+    return start_;
+  }
+  Scalar* stop() const {
+    return stop_;
+  }
+  ParallelType parallelType() const {
+    return parallel_type_;
+  }
+  Scope& body() {
+    return body_;
+  }
+  const Scope& body() const {
+    return body_;
+  }
+
+  std::string_view opName() const override {
+    return "ForLoop";
+  }
+  // The header line only: "FOR i0 from 0 to 3:".
+  std::string toString() const override;
+
+ private:
+  Scalar* index_;
+  Scalar* start_;
+  Scalar* stop_;
+  ParallelType parallel_type_;
+  Scope body_;
+};
+
+// Captures the current stream into `stream`.
+class GetCurrentStream : public HostExpr {
+ public:
+  GetCurrentStream(IrContainer* container, Stream* stream);
+  Stream* stream() const;
+  std::string_view opName() const override {
+    return "GetCurrentStream";
+  }
+  std::string toString() const override;
+};
+
+// Makes `stream` the current stream.
+class SetCurrentStream : public HostExpr {
+ public:
+  SetCurrentStream(IrContainer* container, Stream* stream);
+  Stream* stream() const;
+  std::string_view opName() const override {
+    return "SetCurrentStream";
+  }
+  std::string toString() const override;
+};
+
+// The current stream waits for the work queued so far on `stream`. The host
+// does not block.
+class Synchronize : public HostExpr {
+ public:
+  Synchronize(IrContainer* container, Stream* stream);
+  Stream* stream() const;
+  std::string_view opName() const override {
+    return "Synchronize";
+  }
+  std::string toString() const override;
+};
+
+// out = the rows of `in` that one iteration of a stream loop covers: a view,
+// [start, start + length) along local axis `axis`.
+class ShardByStream : public HostExpr {
+ public:
+  ShardByStream(
+      IrContainer* container,
+      TensorView* out,
+      TensorView* in,
+      Scalar* index,
+      int64_t axis,
+      Scalar* start,
+      Scalar* length);
+
+  TensorView* out() const;
+  TensorView* in() const;
+  Scalar* index() const {
+    return index_;
+  }
+  int64_t axis() const {
+    return axis_;
+  }
+  Scalar* start() const {
+    return start_;
+  }
+  Scalar* length() const {
+    return length_;
+  }
+
+  std::string_view opName() const override {
+    return "ShardByStream";
+  }
+  std::string toString() const override;
+
+ private:
+  Scalar* index_;
+  int64_t axis_;
+  Scalar* start_;
+  Scalar* length_;
+};
+
+// Binds a fresh, uninitialized (or zeroed) buffer of local extents `shape`
+// to `buffer`.
+class Allocate : public HostExpr {
+ public:
+  Allocate(
+      IrContainer* container,
+      TensorView* buffer,
+      std::vector<Scalar*> shape,
+      bool zero_init = false);
+
+  TensorView* buffer() const;
+  const std::vector<Scalar*>& shape() const {
+    return shape_;
+  }
+  bool zeroInit() const {
+    return zero_init_;
+  }
+
+  std::string_view opName() const override {
+    return "Allocate";
+  }
+  std::string toString() const override;
+
+ private:
+  std::vector<Scalar*> shape_;
+  bool zero_init_;
+};
+
+// Drops the buffer bound to `buffer`.
+class Deallocate : public HostExpr {
+ public:
+  Deallocate(IrContainer* container, TensorView* buffer);
+  TensorView* buffer() const;
+  std::string_view opName() const override {
+    return "Deallocate";
+  }
+  std::string toString() const override;
+};
+
+// The library that carries a communication: NCCL for CUDA tensors, Gloo for
+// CPU tensors.
+enum class CommunicatorBackend { kNccl, kGloo };
+std::string_view backendName(CommunicatorBackend backend);
+
+// Posts a collective on the current stream. `team` lists the participating
+// devices in rank order; `root` is set for rooted collectives.
+class Communication : public HostExpr {
+ public:
+  Communication(
+      IrContainer* container,
+      CommunicationType type,
+      std::vector<int64_t> team,
+      TensorView* in,
+      TensorView* out,
+      CommunicatorBackend backend,
+      std::optional<int64_t> root = std::nullopt);
+
+  CommunicationType type() const {
+    return type_;
+  }
+  const std::vector<int64_t>& team() const {
+    return team_;
+  }
+  TensorView* in() const;
+  TensorView* out() const;
+  CommunicatorBackend backend() const {
+    return backend_;
+  }
+  std::optional<int64_t> root() const {
+    return root_;
+  }
+
+  std::string_view opName() const override {
+    return "Communication";
+  }
+  std::string toString() const override;
+
+ private:
+  CommunicationType type_;
+  std::vector<int64_t> team_;
+  CommunicatorBackend backend_;
+  std::optional<int64_t> root_;
+};
+
+// The current stream waits for `communication` to finish.
+class Wait : public HostExpr {
+ public:
+  Wait(IrContainer* container, Communication* communication);
+  Communication* communication() const {
+    return communication_;
+  }
+  std::string_view opName() const override {
+    return "Wait";
+  }
+  std::string toString() const override;
+
+ private:
+  Communication* communication_;
+};
+
+} // namespace mdfuser::hir

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+#include "host_ir/passes/pass_manager.h"
+
+#include "host_ir/passes/allocate_and_deallocate.h"
+#include "host_ir/passes/assign_streams.h"
+#include "host_ir/verifier.h"
+
+namespace mdfuser::hir {
+
+void HostPassManager::run(HostIrContainer& hic) const {
+  VerifyOptions verify_options;
+  if (options_.verify) {
+    verify(hic, verify_options);
+  }
+  for (const Pass& pass : passes_) {
+    pass.run(hic);
+    verify_options.buffers_allocated |= pass.allocates_buffers;
+    if (options_.verify) {
+      verify(hic, verify_options);
+    }
+    if (options_.dump_after_each_pass != nullptr) {
+      *options_.dump_after_each_pass << "After " << pass.name << ":\n"
+                                     << hic.toString();
+    }
+  }
+}
+
+void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
+  HostPassManager(options)
+      .add({"AllocateAndDeallocate", allocateAndDeallocate, true})
+      .add({"AssignStreams", assignStreams})
+      .run(hic);
+}
+
+} // namespace mdfuser::hir

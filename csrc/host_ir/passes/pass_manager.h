@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "host_ir/host_ir_container.h"
+
+namespace mdfuser::hir {
+
+struct HostPassOptions {
+  // When set, the program is printed here after every pass.
+  std::ostream* dump_after_each_pass = nullptr;
+  // Run the verifier after every pass.
+  bool verify = true;
+};
+
+// Runs host passes in order, verifying the program after each and dumping
+// it when asked.
+class HostPassManager {
+ public:
+  struct Pass {
+    std::string name;
+    std::function<void(HostIrContainer&)> run;
+    // From this pass on, the verifier requires every buffer to be
+    // allocated before use.
+    bool allocates_buffers = false;
+  };
+
+  explicit HostPassManager(HostPassOptions options) : options_(options) {}
+
+  HostPassManager& add(Pass pass) {
+    passes_.push_back(std::move(pass));
+    return *this;
+  }
+
+  void run(HostIrContainer& hic) const;
+
+ private:
+  HostPassOptions options_;
+  std::vector<Pass> passes_;
+};
+
+// The host pipeline:
+//   AllocateAndDeallocate
+//   AssignStreams         after allocation, so that buffers allocated in a
+//                         Stream loop body are allocated on its worker stream
+void runHostPasses(HostIrContainer& hic, const HostPassOptions& options = {});
+
+} // namespace mdfuser::hir

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+#include "ir/iter_domain.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/container.h"
+#include "ir/errors.h"
+
+namespace mdfuser {
+
+IterDomain::IterDomain(
+    IrContainer* container,
+    Scalar* extent,
+    IterType iter_type,
+    ParallelType parallel_type,
+    bool is_rfactor_product)
+    : Val(container),
+      extent_(extent),
+      iter_type_(iter_type),
+      parallel_type_(parallel_type),
+      is_rfactor_product_(is_rfactor_product) {
+  MDF_CHECK(extent != nullptr);
+}
+
+IterDomain* IterDomain::cloneWithoutTransforms() const {
+  return container()->create<IterDomain>(
+      extent_, iter_type_, parallel_type_, is_rfactor_product_);
+}
+
+std::string IterDomain::toString() const {
+  std::string s = isReduction() ? "r" : "i";
+  s += idString(parallel_type_);
+  s += std::to_string(name());
+  s += "{" + extent_->toString() + "}";
+  if (is_rfactor_product_) {
+    s += "rf";
+  }
+  return s;
+}
+
+Statement* IterDomain::cloneInto(IrCloner& cloner) const {
+  return cloner.target()->create<IterDomain>(
+      cloner.clone(extent_), iter_type_, parallel_type_, is_rfactor_product_);
+}
+
+Split::Split(
+    IrContainer* container,
+    IterDomain* outer,
+    IterDomain* inner,
+    IterDomain* in,
+    Scalar* factor,
+    bool inner_split)
+    : Expr(container, {in}, {outer, inner}),
+      factor_(factor),
+      inner_split_(inner_split) {
+  registerAsDefinition();
+}
+
+IterDomain* Split::in() const {
+  return static_cast<IterDomain*>(input(0));
+}
+IterDomain* Split::outer() const {
+  return static_cast<IterDomain*>(output(0));
+}
+IterDomain* Split::inner() const {
+  return static_cast<IterDomain*>(output(1));
+}
+
+std::string Split::toString() const {
+  return std::string(inner_split_ ? "Inner" : "Outer") +
+         " split: " + in()->toString() + " by factor " + factor_->toString() +
+         " -> " + outer()->toString() + ", " + inner()->toString();
+}
+
+Statement* Split::cloneInto(IrCloner& cloner) const {
+  return cloner.target()->create<Split>(
+      cloner.clone(outer()),
+      cloner.clone(inner()),
+      cloner.clone(in()),
+      cloner.clone(factor_),
+      inner_split_);
+}
+
+std::pair<IterDomain*, IterDomain*> split(
+    IterDomain* in, Scalar* factor, bool inner_split) {
+  IrContainer* container = in->container();
+  Scalar* quotient = ceilDiv(in->extent(), factor);
+  Scalar* outer_extent = inner_split ? quotient : factor;
+  Scalar* inner_extent = inner_split ? factor : quotient;
+  auto* outer = container->create<IterDomain>(outer_extent, in->iterType());
+  auto* inner = container->create<IterDomain>(inner_extent, in->iterType());
+  container->create<Split>(outer, inner, in, factor, inner_split);
+  return {outer, inner};
+}
+
+} // namespace mdfuser
+
+namespace mdfuser {
+
+std::vector<Split*> splitsBetween(
+    const std::vector<IterDomain*>& from, const std::vector<IterDomain*>& to) {
+  const std::unordered_set<const IterDomain*> sources(from.begin(), from.end());
+  // Whether `id` is in `from` or derives from it, memoized.
+  std::unordered_map<const IterDomain*, bool> reaches;
+  std::function<bool(const IterDomain*)> derives = [&](const IterDomain* id) {
+    if (sources.count(id) != 0) {
+      return true;
+    }
+    if (auto it = reaches.find(id); it != reaches.end()) {
+      return it->second;
+    }
+    auto* split = dynamic_cast<Split*>(id->definition());
+    const bool result = split != nullptr && derives(split->in());
+    reaches[id] = result;
+    return result;
+  };
+
+  std::unordered_set<Split*> seen;
+  std::vector<Split*> result;
+  std::vector<IterDomain*> stack(to.begin(), to.end());
+  while (!stack.empty()) {
+    IterDomain* id = stack.back();
+    stack.pop_back();
+    if (sources.count(id) != 0 || !derives(id)) {
+      continue;
+    }
+    auto* split = static_cast<Split*>(id->definition());
+    if (seen.insert(split).second) {
+      result.push_back(split);
+      stack.push_back(split->in());
+    }
+  }
+  std::sort(result.begin(), result.end(), [](Split* a, Split* b) {
+    return a->name() < b->name();
+  });
+  return result;
+}
+
+} // namespace mdfuser

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/base_nodes.h"
+#include "ir/device_mesh.h"
+#include "ir/dtype.h"
+#include "ir/iter_domain.h"
+
+namespace mdfuser {
+
+// Where a tensor's buffer lives: global for buffers of their own, local for
+// views into another tensor's buffer (ShardByStream). Printed as the "g" or
+// "l" in T0_g___bfloat.
+enum class MemoryType { Global, Local };
+
+// A tensor in a fusion, described with global shapes. Three domains:
+//  - root: only for rFactored tensors, the domain before the rFactor;
+//  - logical: the tensor's axes, reductions included;
+//  - loop: the logical axes after splits, where parallel types live. A
+//    device-parallel loop axis shards the tensor across the mesh; a
+//    stream-parallel one chunks the work along a host loop.
+class TensorView : public Val {
+ public:
+  TensorView(
+      IrContainer* container,
+      std::vector<IterDomain*> logical,
+      DataType dtype,
+      std::vector<std::optional<bool>> contiguity = {},
+      MemoryType memory_type = MemoryType::Global);
+
+  DataType dtype() const {
+    return dtype_;
+  }
+  MemoryType memoryType() const {
+    return memory_type_;
+  }
+
+  bool hasRoot() const {
+    return !root_.empty();
+  }
+  const std::vector<IterDomain*>& root() const {
+    return root_;
+  }
+  // The root domain when there is one, the logical domain otherwise: what a
+  // producer's logical domain maps to.
+  const std::vector<IterDomain*>& maybeRoot() const {
+    return hasRoot() ? root_ : logical_;
+  }
+  const std::vector<IterDomain*>& logical() const {
+    return logical_;
+  }
+  const std::vector<IterDomain*>& loop() const {
+    return loop_;
+  }
+  // One entry per non-reduction logical axis: whether that axis is
+  // contiguous with the next, as declared by define_tensor.
+  const std::vector<std::optional<bool>>& contiguity() const {
+    return contiguity_;
+  }
+  std::vector<IterDomain*> logicalNoReductions() const;
+
+  // Number of loop axes.
+  int64_t nDims() const {
+    return static_cast<int64_t>(loop_.size());
+  }
+  // Loop axis `axis`; negative counts from the end. User error when out of
+  // range.
+  IterDomain* axis(int64_t axis) const;
+
+  // Scheduling primitives; they check their arguments (user errors) and
+  // refuse a fusion that has been compiled.
+  TensorView* split(int64_t axis, int64_t factor, bool inner_split = true);
+  TensorView* outerSplit(int64_t axis, int64_t factor) {
+    return split(axis, factor, /*inner_split=*/false);
+  }
+  TensorView* innerSplit(int64_t axis, int64_t factor) {
+    return split(axis, factor, /*inner_split=*/true);
+  }
+  void parallelize(int64_t axis, ParallelType parallel_type);
+  void setDeviceMesh(const DeviceMesh& mesh);
+
+  bool hasDeviceMesh() const {
+    return mesh_.has_value();
+  }
+  const std::optional<DeviceMesh>& deviceMesh() const {
+    return mesh_;
+  }
+
+  // Passes rewrite domains wholesale. No checks beyond consistency.
+  void setDomains(
+      std::vector<IterDomain*> root,
+      std::vector<IterDomain*> logical,
+      std::vector<IterDomain*> loop);
+  void setLoop(std::vector<IterDomain*> loop);
+
+  std::string_view counterKey() const override {
+    return "T";
+  }
+  // "T0_g___bfloat[iS0{i0}, iS1{8}]", followed by " (DeviceMesh{0 1})" when
+  // the tensor has a mesh.
+  std::string toString() const override;
+  Statement* cloneInto(IrCloner& cloner) const override;
+
+ private:
+  int64_t normalizeAxis(int64_t axis) const;
+  void checkMutable() const;
+
+  std::vector<IterDomain*> root_;
+  std::vector<IterDomain*> logical_;
+  std::vector<IterDomain*> loop_;
+  std::vector<std::optional<bool>> contiguity_;
+  DataType dtype_;
+  MemoryType memory_type_;
+  std::optional<DeviceMesh> mesh_;
+};
+
+} // namespace mdfuser

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#include "passes/pipeline.h"
+
+#include "multidevice/validate_schedule.h"
+#include "passes/decompose_reshardings.h"
+#include "passes/propagate_shardings.h"
+#include "passes/reorder_parallel_axes.h"
+
+namespace mdfuser {
+
+void runFusionPasses(Fusion* fusion, const FusionPassOptions& options) {
+  auto dump = [&](const char* pass) {
+    if (options.dump_after_each_pass != nullptr) {
+      *options.dump_after_each_pass << "After " << pass << ":\n"
+                                    << fusion->toString();
+    }
+  };
+  validateSchedule(*fusion);
+  propagateShardings(fusion);
+  dump("propagateShardings");
+  decomposeReshardings(fusion);
+  dump("decomposeReshardings");
+  reorderParallelAxes(fusion);
+  dump("reorderParallelAxes");
+  validateReshardings(*fusion);
+}
+
+} // namespace mdfuser

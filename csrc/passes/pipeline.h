@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <ostream>
+
+#include "ir/fusion.h"
+
+namespace mdfuser {
+
+struct FusionPassOptions {
+  // When set, the fusion is printed here after every pass.
+  std::ostream* dump_after_each_pass = nullptr;
+};
+
+// Turns a user's scheduled fusion into one ready for host IR lowering:
+//   validateSchedule      the user's annotations make sense
+//   propagateShardings    meshes, device and stream splits reach every tensor
+//   decomposeReshardings  device-split reductions become local op + sum
+//   reorderParallelAxes   stream and device axes outermost (lowering needs it)
+//   validateReshardings   what moves data is a single collective
+// The order matters: decomposition needs the propagated shardings, and
+// reordering must see the tensors decomposition creates.
+void runFusionPasses(Fusion* fusion, const FusionPassOptions& options = {});
+
+} // namespace mdfuser

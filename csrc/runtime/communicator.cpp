@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/communicator.h"
+
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "ir/errors.h"
+
+namespace mdfuser {
+
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
+std::optional<int64_t> envInt(const char* name) {
+  std::optional<std::string> value = env(name);
+  if (!value.has_value()) {
+    return std::nullopt;
+  }
+  size_t parsed = 0;
+  int64_t result = 0;
+  try {
+    result = std::stoll(*value, &parsed);
+  } catch (const std::exception&) {
+    parsed = 0;
+  }
+  MDF_USER_CHECK(
+      parsed == value->size(),
+      "environment variable ",
+      name,
+      "='",
+      *value,
+      "' is not an integer");
+  return result;
+}
+
+int64_t requireEnvInt(const char* name, const char* launcher) {
+  std::optional<int64_t> value = envInt(name);
+  MDF_USER_CHECK(
+      value.has_value(),
+      launcher,
+      " variables are set but ",
+      name,
+      " is missing");
+  return *value;
+}
+
+double seconds(std::chrono::milliseconds ms) {
+  return static_cast<double>(ms.count()) / 1000.0;
+}
+
+std::string teamString(const std::vector<int64_t>& team) {
+  std::string s = "(";
+  for (size_t i = 0; i < team.size(); ++i) {
+    s += (i > 0 ? " " : "") + std::to_string(team[i]);
+  }
+  return s + ")";
+}
+
+} // namespace
+
+LaunchInfo LaunchInfo::fromEnvironment() {
+  LaunchInfo info;
+  if (env("OMPI_COMM_WORLD_SIZE").has_value()) {
+    info.launcher = "mpirun";
+    info.size = requireEnvInt("OMPI_COMM_WORLD_SIZE", "Open MPI");
+    info.rank = requireEnvInt("OMPI_COMM_WORLD_RANK", "Open MPI");
+    info.local_rank = envInt("OMPI_COMM_WORLD_LOCAL_RANK").value_or(info.rank);
+    info.local_size = envInt("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(info.size);
+  } else if (env("WORLD_SIZE").has_value()) {
+    info.launcher = "torchrun";
+    info.size = requireEnvInt("WORLD_SIZE", "torchrun");
+    info.rank = requireEnvInt("RANK", "torchrun");
+    info.local_rank = envInt("LOCAL_RANK").value_or(info.rank);
+    info.local_size = envInt("LOCAL_WORLD_SIZE").value_or(info.size);
+    info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  }
+  MDF_USER_CHECK(
+      info.size >= 1 && info.rank >= 0 && info.rank < info.size,
+      "the launcher says rank ",
+      info.rank,
+      " of a world of ",
+      info.size,
+      "; expected 0 <= rank < world size");
+  MDF_USER_CHECK(
+      info.local_size >= 1 && info.local_rank >= 0 &&
+          info.local_rank < info.local_size,
+      "the launcher says local rank ",
+      info.local_rank,
+      " of ",
+      info.local_size,
+      " local processes; expected 0 <= local rank < local size");
+  return info;
+}
+
+CommunicatorOptions CommunicatorOptions::fromEnvironment() {
+  CommunicatorOptions options;
+  options.master_addr = env("MASTER_ADDR").value_or(options.master_addr);
+  auto read_port = [](const char* name) -> std::optional<int> {
+    std::optional<int64_t> port = envInt(name);
+    if (!port.has_value()) {
+      return std::nullopt;
+    }
+    MDF_USER_CHECK(
+        *port > 0 && *port < 65536,
+        "rendezvous port ",
+        name,
+        "=",
+        *port,
+        " is not in 1..65535");
+    return static_cast<int>(*port);
+  };
+  options.launcher_port =
+      read_port("MASTER_PORT").value_or(options.launcher_port);
+  options.port = read_port("MDFUSER_PORT").value_or(options.launcher_port);
+  if (std::optional<int64_t> timeout = envInt("MDFUSER_TIMEOUT_S")) {
+    MDF_USER_CHECK(
+        *timeout > 0, "MDFUSER_TIMEOUT_S must be positive, got ", *timeout);
+    options.timeout = std::chrono::seconds(*timeout);
+  }
+  return options;
+}
+
+struct Communicator::State {
+  struct Entry {
+    std::string key;
+    c10::intrusive_ptr<c10d::Backend> backend;
+  };
+
+  c10::intrusive_ptr<c10d::Store> store;
+  // This process serves the store: it must outlive every client's last
+  // request.
+  bool hosts_store = false;
+  std::vector<Entry> backends;
+  int64_t barriers = 0;
+  bool shut_down = false;
+};
+
+Communicator::Communicator(LaunchInfo launch, CommunicatorOptions options)
+    : launch_(std::move(launch)),
+      options_(std::move(options)),
+      state_(std::make_unique<State>()) {}
+
+Communicator::~Communicator() {
+  try {
+    shutdown();
+  } catch (...) {
+    // Destructors must not throw; shutdown already bounds every wait.
+  }
+}
+
+namespace {
+
+// Adds this rank to `key` and waits until `count` ranks did. Returns false
+// on timeout.
+bool arriveAndWait(
+    c10d::Store& store,
+    const std::string& key,
+    int64_t count,
+    std::chrono::milliseconds timeout,
+    int64_t& arrived) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  arrived = store.add(key, 1);
+  auto pause = std::chrono::milliseconds(1);
+  while (arrived < count) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    arrived = store.add(key, 0);
+  }
+  return true;
+}
+
+} // namespace
+
+Communicator::State& Communicator::state() {
+  MDF_USER_CHECK(
+      !state_->shut_down,
+      "the communicator of rank ",
+      rank(),
+      " has been shut down");
+  if (state_->store) {
+    return *state_;
+  }
+  // Under torchrun every rank joins the agent's store; otherwise rank 0
+  // hosts one.
+  const bool server = rank() == 0 && !launch_.agent_store;
+  const int port = launch_.agent_store ? options_.launcher_port : options_.port;
+  const std::string where = options_.master_addr + ":" + std::to_string(port);
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(port);
+  store_options.isServer = server;
+  store_options.waitWorkers = false;
+  store_options.timeout = options_.timeout;
+  c10::intrusive_ptr<c10d::Store> tcp;
+  try {
+    tcp = c10::make_intrusive<c10d::TCPStore>(
+        options_.master_addr, store_options);
+  } catch (const std::exception& e) {
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " of a world of ",
+            size(),
+            " could not ",
+            server ? "start" : "reach",
+            " the rendezvous store at ",
+            where,
+            " within ",
+            seconds(options_.timeout),
+            " s",
+            server ? " (is the port in use? set MDFUSER_PORT or MASTER_PORT)"
+                   : " (is rank 0 running? set MASTER_ADDR and MASTER_PORT "
+                     "to its address)",
+            ": ",
+            e.what()),
+        /*timed_out=*/!server);
+  }
+  const std::string run = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  auto store = c10::make_intrusive<c10d::PrefixStore>("mdfuser/" + run, tcp);
+  int64_t joined = 0;
+  if (!arriveAndWait(*store, "joined", size(), options_.timeout, joined)) {
+    throw CommunicationError(
+        detail::concat(
+            "only ",
+            joined,
+            " of ",
+            size(),
+            " ranks joined the rendezvous at ",
+            where,
+            " within ",
+            seconds(options_.timeout),
+            " s (this is rank ",
+            rank(),
+            "); start all ",
+            size(),
+            " ranks, e.g. mpirun -np ",
+            size(),
+            " or torchrun --nproc-per-node ",
+            size()),
+        /*timed_out=*/true);
+  }
+  state_->store = store;
+  state_->hosts_store = server;
+  return *state_;
+}
+
+c10d::Backend& Communicator::backend(
+    const std::vector<int64_t>& team, hir::CommunicatorBackend kind) {
+  auto me = std::find(team.begin(), team.end(), rank());
+  MDF_CHECK(
+      me != team.end(),
+      "rank ",
+      rank(),
+      " is not in the team ",
+      teamString(team));
+  const std::string key =
+      std::string(hir::backendName(kind)) + teamString(team);
+  State& s = state();
+  for (const State::Entry& entry : s.backends) {
+    if (entry.key == key) {
+      return *entry.backend;
+    }
+  }
+
+  auto store = c10::make_intrusive<c10d::PrefixStore>(key, s.store);
+  const int team_rank = static_cast<int>(me - team.begin());
+  const int team_size = static_cast<int>(team.size());
+  c10::intrusive_ptr<c10d::Backend> backend;
+  try {
+    switch (kind) {
+      case hir::CommunicatorBackend::kGloo: {
+#ifdef USE_C10D_GLOO
+        auto gloo_options =
+            c10d::ProcessGroupGloo::Options::create(options_.timeout);
+        const std::string& addr = options_.master_addr;
+        if (std::optional<std::string> ifname = env("GLOO_SOCKET_IFNAME")) {
+          gloo_options->devices.push_back(
+              c10d::ProcessGroupGloo::createDeviceForInterface(*ifname));
+        } else if (addr == "localhost" || addr == "127.0.0.1") {
+          gloo_options->devices.push_back(
+              c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        } else {
+          gloo_options->devices.push_back(
+              c10d::ProcessGroupGloo::createDefaultDevice());
+        }
+        backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+            store, team_rank, team_size, gloo_options);
+#else
+        MDF_USER_ERROR("this PyTorch build has no Gloo backend");
+#endif
+        break;
+      }
+      case hir::CommunicatorBackend::kNccl: {
+#ifdef USE_C10D_NCCL
+        auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+        nccl_options->timeout = options_.timeout;
+        backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+            store, team_rank, team_size, nccl_options);
+#else
+        MDF_USER_ERROR("this PyTorch build has no NCCL backend");
+#endif
+        break;
+      }
+    }
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " could not create the ",
+            hir::backendName(kind),
+            " backend for team ",
+            teamString(team),
+            " within ",
+            seconds(options_.timeout),
+            " s: ",
+            e.what()),
+        /*timed_out=*/false);
+  }
+  s.backends.push_back({key, backend});
+  return *backend;
+}
+
+void Communicator::barrier() {
+  if (size() == 1) {
+    return;
+  }
+  State& s = state();
+  const int64_t n = s.barriers++;
+  int64_t arrived = 0;
+  if (!arriveAndWait(
+          *s.store,
+          "barrier/" + std::to_string(n),
+          size(),
+          options_.timeout,
+          arrived)) {
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " waited ",
+            seconds(options_.timeout),
+            " s at barrier ",
+            n,
+            ", but only ",
+            arrived,
+            " of ",
+            size(),
+            " ranks arrived"),
+        /*timed_out=*/true);
+  }
+}
+
+void Communicator::shutdown() {
+  if (state_->shut_down) {
+    return;
+  }
+  state_->shut_down = true;
+  bool everyone_arrived = true;
+  if (state_->store) {
+    try {
+      int64_t arrived = 0;
+      everyone_arrived = arriveAndWait(
+          *state_->store, "shutdown", size(), options_.timeout, arrived);
+    } catch (const std::exception&) {
+      everyone_arrived = false;
+    }
+  }
+  // Every rank created its backends in the same order; tear them down in
+  // that order. A rank that never arrived may hold a collective open, so
+  // backends are aborted rather than shut down gracefully then.
+  for (State::Entry& entry : state_->backends) {
+    try {
+      if (everyone_arrived) {
+        entry.backend->shutdown();
+      } else {
+        entry.backend->abort();
+      }
+    } catch (const std::exception&) {
+      // Best effort: the process is going away.
+    }
+  }
+  state_->backends.clear();
+  if (state_->store && everyone_arrived) {
+    // Clients say they are done with the store; its host waits for them,
+    // so that no client's last request meets a closed socket.
+    try {
+      if (state_->hosts_store) {
+        int64_t released = 0;
+        arriveAndWait(
+            *state_->store, "released", size(), options_.timeout, released);
+      } else {
+        state_->store->add("released", 1);
+      }
+    } catch (const std::exception&) {
+      // A peer is gone; nothing is left to protect.
+    }
+  }
+  state_->store.reset();
+}
+
+} // namespace mdfuser

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "host_ir/nodes.h"
+
+namespace c10d {
+class Backend;
+} // namespace c10d
+
+namespace mdfuser {
+
+// A peer did not answer in time, or a collective failed. Messages name the
+// rank, the operation and the time waited.
+class CommunicationError : public std::runtime_error {
+ public:
+  CommunicationError(const std::string& message, bool timed_out)
+      : std::runtime_error(message), timed_out_(timed_out) {}
+  bool timedOut() const {
+    return timed_out_;
+  }
+
+ private:
+  bool timed_out_;
+};
+
+// Who this process is, as its launcher says: OMPI_COMM_WORLD_{RANK, SIZE,
+// LOCAL_RANK, LOCAL_SIZE} under mpirun, RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE under torchrun. Without either, a world of one process.
+struct LaunchInfo {
+  int64_t rank = 0;
+  int64_t size = 1;
+  int64_t local_rank = 0;
+  int64_t local_size = 1;
+  // "mpirun", "torchrun", or empty when no launcher started this process.
+  std::string launcher;
+  // torchrun's agent already serves the rendezvous store; every rank is a
+  // client then.
+  bool agent_store = false;
+
+  // User error when a variable is set but malformed or inconsistent.
+  static LaunchInfo fromEnvironment();
+};
+
+struct CommunicatorOptions {
+  // Rendezvous store address: MASTER_ADDR, default "localhost".
+  std::string master_addr = "localhost";
+  // Port of the rendezvous store mdfuser hosts on rank 0: MDFUSER_PORT,
+  // else MASTER_PORT, default 29500.
+  int port = 29500;
+  // Port of a store the launcher hosts (torchrun's agent store):
+  // MASTER_PORT, default 29500. MDFUSER_PORT cannot move that one.
+  int launcher_port = 29500;
+  // Bound on every wait for a peer (rendezvous, collectives, barriers,
+  // shutdown): MDFUSER_TIMEOUT_S seconds, default 300.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+
+  static CommunicatorOptions fromEnvironment();
+};
+
+// The processes of one job and the collective backends among them. The
+// rendezvous store and each backend are created on first use; a team's
+// backend is cached per (team, kind).
+class Communicator {
+ public:
+  Communicator(LaunchInfo launch, CommunicatorOptions options);
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator();
+
+  int64_t rank() const {
+    return launch_.rank;
+  }
+  int64_t size() const {
+    return launch_.size;
+  }
+  int64_t localRank() const {
+    return launch_.local_rank;
+  }
+  int64_t localSize() const {
+    return launch_.local_size;
+  }
+  bool isLaunched() const {
+    return !launch_.launcher.empty();
+  }
+  const CommunicatorOptions& options() const {
+    return options_;
+  }
+
+  // The backend running collectives among `team` (ranks, in rank order; this
+  // rank must be one of them).
+  c10d::Backend& backend(
+      const std::vector<int64_t>& team, hir::CommunicatorBackend kind);
+
+  // Waits until every rank of the world arrives, or fails after the timeout.
+  void barrier();
+
+  // Tears down backends (in creation order, as on every rank) and the store.
+  // Gracefully when every rank arrives in time, by aborting otherwise; never
+  // hangs. Idempotent.
+  void shutdown();
+
+ private:
+  struct State;
+  State& state();
+
+  LaunchInfo launch_;
+  CommunicatorOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+} // namespace mdfuser

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "host_ir/host_ir_container.h"
+#include "ir/scalar_eval.h"
+#include "runtime/streams.h"
+
+namespace mdfuser {
+
+class Communicator;
+
+// Interprets a host program on one device: ATen *_out calls into the
+// buffers the program allocates, c10d collectives for communications, and
+// stream switches and waits that are real on CUDA and no-ops on the CPU.
+// Keeps its worker streams from run to run.
+class HostIrEvaluator {
+ public:
+  // `communicator` may be null when the program has no communication.
+  HostIrEvaluator(
+      const hir::HostIrContainer& hic,
+      c10::Device device,
+      Communicator* communicator);
+  ~HostIrEvaluator();
+
+  // `extents` binds the symbols of the input extents (see bindInputs). The
+  // caller's current stream is current again when run returns or throws.
+  std::vector<at::Tensor> run(
+      const std::vector<at::Tensor>& inputs, const ScalarEvaluator& extents);
+
+ private:
+  const hir::HostIrContainer& hic_;
+  c10::Device device_;
+  Communicator* communicator_;
+  StreamSet streams_;
+};
+
+} // namespace mdfuser

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/executor_cache.h"
+
+#include <iostream>
+
+#include "host_ir/lower.h"
+#include "host_ir/passes/pass_manager.h"
+#include "passes/pipeline.h"
+#include "runtime/communicator.h"
+#include "runtime/evaluator.h"
+#include "runtime/input_binding.h"
+
+namespace mdfuser {
+
+struct FusionExecutorCache::Program {
+  std::unique_ptr<hir::HostIrContainer> hic;
+  std::unique_ptr<HostIrEvaluator> evaluator;
+};
+
+namespace {
+
+std::vector<int64_t> signatureOf(const std::vector<at::Tensor>& inputs) {
+  std::vector<int64_t> key;
+  key.push_back(static_cast<int64_t>(inputs.size()));
+  for (const at::Tensor& t : inputs) {
+    key.push_back(static_cast<int64_t>(t.scalar_type()));
+    key.push_back(static_cast<int64_t>(t.device().type()));
+    key.push_back(t.device().index());
+    key.push_back(t.dim());
+    key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+    key.insert(key.end(), t.strides().begin(), t.strides().end());
+  }
+  return key;
+}
+
+} // namespace
+
+FusionExecutorCache::FusionExecutorCache(Fusion& definition)
+    : definition_(definition) {
+  definition_.freeze();
+}
+
+FusionExecutorCache::~FusionExecutorCache() = default;
+
+const hir::HostIrContainer* FusionExecutorCache::lastProgram() const {
+  return last_ == nullptr ? nullptr : last_->hic.get();
+}
+
+FusionExecutorCache::Program& FusionExecutorCache::programFor(
+    const std::vector<at::Tensor>& inputs,
+    Communicator& communicator,
+    const DumpOptions& dump) {
+  std::vector<int64_t> key = signatureOf(inputs);
+  auto it = programs_.find(key);
+  if (it != programs_.end()) {
+    return *it->second;
+  }
+
+  std::ostream* out = communicator.rank() == 0 ? &std::cout : nullptr;
+  auto show = [&](bool wanted) { return wanted ? out : nullptr; };
+
+  std::unique_ptr<Fusion> fusion = definition_.clone();
+  runFusionPasses(
+      fusion.get(), {.dump_after_each_pass = show(dump.fusion_ir_passes)});
+  if (std::ostream* os = show(dump.fusion_ir)) {
+    *os << fusion->toString() << std::flush;
+  }
+
+  const c10::Device device =
+      inputs.empty() ? c10::Device(c10::kCPU) : inputs.front().device();
+  hir::LoweringOptions lowering;
+  lowering.backend = device.is_cuda() ? hir::CommunicatorBackend::kNccl
+                                      : hir::CommunicatorBackend::kGloo;
+  lowering.device = communicator.rank();
+  auto program = std::make_unique<Program>();
+  program->hic = hir::lowerToHostIr(std::move(fusion), lowering);
+  hir::runHostPasses(
+      *program->hic, {.dump_after_each_pass = show(dump.host_ir_passes)});
+  if (std::ostream* os = show(dump.host_ir)) {
+    *os << program->hic->toString() << std::flush;
+  }
+  program->evaluator =
+      std::make_unique<HostIrEvaluator>(*program->hic, device, &communicator);
+  return *programs_.emplace(std::move(key), std::move(program)).first->second;
+}
+
+std::vector<at::Tensor> FusionExecutorCache::run(
+    const std::vector<at::Tensor>& inputs,
+    Communicator& communicator,
+    const DumpOptions& dump) {
+  checkInputs(definition_, inputs);
+  Program& program = programFor(inputs, communicator, dump);
+  last_ = &program;
+  // The compiled fusion's inputs carry the propagated shardings.
+  ScalarEvaluator extents =
+      bindInputs(program.hic->fusion(), inputs, communicator);
+  return program.evaluator->run(inputs, extents);
+}
+
+} // namespace mdfuser

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "host_ir/host_ir_container.h"
+#include "ir/fusion.h"
+#include "runtime/options.h"
+
+namespace mdfuser {
+
+class Communicator;
+class HostIrEvaluator;
+
+// Compiles a fusion definition into host programs, one per input signature
+// (sizes, strides, dtypes, device), and runs them. Compiling clones the
+// definition, runs the fusion passes, lowers to host IR and runs the host
+// passes; the definition itself is frozen and never changes.
+class FusionExecutorCache {
+ public:
+  // `definition` must outlive the cache.
+  explicit FusionExecutorCache(Fusion& definition);
+  ~FusionExecutorCache();
+
+  // Runs the fusion on this rank's local shards and returns its local
+  // output shards. Every user error is raised before any communication.
+  std::vector<at::Tensor> run(
+      const std::vector<at::Tensor>& inputs,
+      Communicator& communicator,
+      const DumpOptions& dump = {});
+
+  int64_t numPrograms() const {
+    return static_cast<int64_t>(programs_.size());
+  }
+  // The host program of the most recent run; null before the first.
+  const hir::HostIrContainer* lastProgram() const;
+
+ private:
+  struct Program;
+
+  Program& programFor(
+      const std::vector<at::Tensor>& inputs,
+      Communicator& communicator,
+      const DumpOptions& dump);
+
+  Fusion& definition_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Program>> programs_;
+  const Program* last_ = nullptr;
+};
+
+} // namespace mdfuser

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/input_binding.h"
+
+#include <c10/core/DeviceType.h>
+
+#include "ir/errors.h"
+#include "multidevice/sharding.h"
+#include "runtime/communicator.h"
+#include "runtime/tensor_types.h"
+
+namespace mdfuser {
+
+namespace {
+
+std::string describe(const Fusion& fusion, size_t i) {
+  return detail::concat("input ", i, " (T", fusion.inputs()[i]->name(), ")");
+}
+
+void checkMesh(const DeviceMesh& mesh, const Communicator& comm) {
+  if (mesh.maxDevice() >= comm.size()) {
+    MDF_USER_CHECK(
+        comm.isLaunched(),
+        "this fusion runs on ",
+        mesh.toString(),
+        ", which needs ",
+        mesh.maxDevice() + 1,
+        " processes, but this process was not started by a launcher. Run "
+        "one process per device, e.g. `mpirun -np ",
+        mesh.maxDevice() + 1,
+        " python script.py` or `torchrun --nproc-per-node ",
+        mesh.maxDevice() + 1,
+        " script.py`");
+    MDF_USER_ERROR(
+        mesh.toString(),
+        " names device ",
+        mesh.maxDevice(),
+        ", but the world has only ",
+        comm.size(),
+        " processes (ranks 0 to ",
+        comm.size() - 1,
+        "); launch at least ",
+        mesh.maxDevice() + 1,
+        " processes or use a smaller mesh");
+  }
+  MDF_USER_CHECK(
+      mesh.has(comm.rank()),
+      "rank ",
+      comm.rank(),
+      " is not in ",
+      mesh.toString(),
+      "; every process must belong to the fusion's mesh");
+}
+
+} // namespace
+
+void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
+  const std::vector<TensorView*>& tvs = fusion.inputs();
+  MDF_USER_CHECK(
+      inputs.size() == tvs.size(),
+      "execute expected ",
+      tvs.size(),
+      " inputs (one per define_tensor), got ",
+      inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    const TensorView* tv = tvs[i];
+    MDF_TYPE_CHECK(t.defined(), describe(fusion, i), " is an undefined tensor");
+    MDF_TYPE_CHECK(
+        t.scalar_type() == toScalarType(tv->dtype()),
+        describe(fusion, i),
+        " has dtype ",
+        t.scalar_type(),
+        " but was defined as ",
+        tv->dtype());
+    const int64_t ndim = static_cast<int64_t>(tv->logicalNoReductions().size());
+    MDF_USER_CHECK(
+        t.dim() == ndim,
+        describe(fusion, i),
+        " has ",
+        t.dim(),
+        " dimensions but was defined with ",
+        ndim);
+    MDF_USER_CHECK(
+        t.device() == inputs[0].device(),
+        describe(fusion, i),
+        " is on ",
+        t.device(),
+        " but input 0 is on ",
+        inputs[0].device(),
+        "; all inputs must be on one device");
+  }
+}
+
+ScalarEvaluator bindInputs(
+    const Fusion& fusion,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& comm) {
+  checkInputs(fusion, inputs);
+  for (const TensorView* tv : fusion.inputs()) {
+    if (tv->hasDeviceMesh()) {
+      checkMesh(*tv->deviceMesh(), comm);
+      break;
+    }
+  }
+  if (!inputs.empty() && inputs[0].is_cuda() && comm.isLaunched()) {
+    const int64_t expected = comm.localRank();
+    MDF_USER_CHECK(
+        inputs[0].device().index() == expected,
+        "the inputs of rank ",
+        comm.rank(),
+        " are on ",
+        inputs[0].device(),
+        ", but local rank ",
+        comm.localRank(),
+        " uses cuda:",
+        expected,
+        " (one device per process, numbered by local rank)");
+  }
+
+  ScalarEvaluator extents;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorView* tv = fusion.inputs()[i];
+    const std::vector<IterDomain*> logical = tv->logicalNoReductions();
+    const std::vector<ParallelType> sharding = shardingOfLogicalAxes(tv);
+    for (size_t axis = 0; axis < logical.size(); ++axis) {
+      const int64_t local = inputs[i].size(static_cast<int64_t>(axis));
+      const ParallelType pt = sharding[axis];
+      const int64_t devices =
+          pt == ParallelType::Serial ? 1 : tv->deviceMesh()->size(pt);
+      const bool whole_axis_on_devices =
+          pt != ParallelType::Serial &&
+          !findParallelAxis(tv, pt, tv->logical()).split;
+      if (whole_axis_on_devices) {
+        MDF_USER_CHECK(
+            local == 1,
+            describe(fusion, i),
+            " axis ",
+            axis,
+            " is parallelized on ",
+            parallelTypeName(pt),
+            ", so each device holds 1 element of it, but its local size is ",
+            local);
+      }
+      const int64_t global = whole_axis_on_devices ? devices : local * devices;
+      const std::string sharded = devices == 1
+                                      ? std::string()
+                                      : detail::concat(
+                                            "; sharded across ",
+                                            devices,
+                                            " devices on ",
+                                            parallelTypeName(pt),
+                                            " that is a global size of ",
+                                            global);
+      const Scalar* extent = logical[axis]->extent();
+      std::optional<int64_t> expected = extents.tryEvaluate(extent);
+      if (!expected.has_value()) {
+        extents.bind(extent, global);
+        if (devices > 1 && !whole_axis_on_devices) {
+          // An inner split fixes the shard size rather than the number of
+          // shards.
+          const int64_t part = extents.evaluate(
+              findParallelAxis(tv, pt, tv->logical()).partExtent());
+          MDF_USER_CHECK(
+              part == local,
+              describe(fusion, i),
+              " axis ",
+              axis,
+              " has local size ",
+              local,
+              ", but its split gives each device ",
+              part);
+        }
+        continue;
+      }
+      MDF_USER_CHECK(
+          *expected == global,
+          describe(fusion, i),
+          " axis ",
+          axis,
+          " has local size ",
+          local,
+          sharded,
+          ", but the fusion defines it as ",
+          *expected,
+          devices == 1
+              ? std::string()
+              : detail::concat(
+                    " (so each device expects ", *expected / devices, ")"));
+    }
+  }
+
+  for (const Fusion::ExtentConstraint& c : fusion.extentConstraints()) {
+    const int64_t lhs = extents.evaluate(c.lhs);
+    const int64_t rhs = extents.evaluate(c.rhs);
+    MDF_USER_CHECK(lhs == rhs, c.what, " must match, got ", lhs, " and ", rhs);
+  }
+  return extents;
+}
+
+} // namespace mdfuser

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/options.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <utility>
+
+#include "ir/errors.h"
+
+namespace mdfuser {
+
+namespace {
+
+std::vector<std::string> splitList(const std::string& spec) {
+  std::vector<std::string> names;
+  std::istringstream ss(spec);
+  for (std::string name; std::getline(ss, name, ',');) {
+    const size_t begin = name.find_first_not_of(" \t");
+    const size_t end = name.find_last_not_of(" \t");
+    if (begin != std::string::npos) {
+      names.push_back(name.substr(begin, end - begin + 1));
+    }
+  }
+  return names;
+}
+
+std::string joinNames(const std::vector<std::string>& names) {
+  if (names.empty()) {
+    return "(none)";
+  }
+  std::string s;
+  for (const std::string& n : names) {
+    s += (s.empty() ? "" : ", ") + n;
+  }
+  return s;
+}
+
+} // namespace
+
+DumpOptions DumpOptions::parse(const std::string& spec) {
+  DumpOptions options;
+  const std::vector<std::pair<std::string, bool DumpOptions::*>> known = {
+      {"fusion_ir", &DumpOptions::fusion_ir},
+      {"fusion_ir_passes", &DumpOptions::fusion_ir_passes},
+      {"host_ir", &DumpOptions::host_ir},
+      {"host_ir_passes", &DumpOptions::host_ir_passes},
+  };
+  for (const std::string& name : splitList(spec)) {
+    bool found = false;
+    for (const auto& [known_name, flag] : known) {
+      if (name == known_name) {
+        options.*flag = true;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::vector<std::string> valid;
+      for (const auto& entry : known) {
+        valid.push_back(entry.first);
+      }
+      MDF_USER_ERROR(
+          "unknown dump option '",
+          name,
+          "' in NVFUSER_DUMP/MDFUSER_DUMP; valid options are: ",
+          joinNames(valid));
+    }
+  }
+  return options;
+}
+
+const DumpOptions& DumpOptions::fromEnvironment() {
+  static const DumpOptions options = [] {
+    std::string spec;
+    for (const char* var : {"NVFUSER_DUMP", "MDFUSER_DUMP"}) {
+      if (const char* value = std::getenv(var)) {
+        spec += std::string(",") + value;
+      }
+    }
+    return parse(spec);
+  }();
+  return options;
+}
+
+ExecuteOptions ExecuteOptions::parse(
+    const std::vector<std::string>& enable,
+    const std::vector<std::string>& disable) {
+  // Host IR lowering is mdfuser's only execution path, so asking for it is
+  // accepted and changes nothing.
+  const std::vector<std::string> known_enable = {"host_ir_lowering"};
+  const std::vector<std::string> known_disable = {};
+  auto check = [](const std::vector<std::string>& names,
+                  const std::vector<std::string>& known,
+                  const char* which) {
+    for (const std::string& name : names) {
+      bool found = false;
+      for (const std::string& k : known) {
+        found |= name == k;
+      }
+      MDF_USER_CHECK(
+          found,
+          "unknown option '",
+          name,
+          "' in ",
+          which,
+          "; valid options are: ",
+          joinNames(known));
+    }
+  };
+  check(enable, known_enable, "_enable_options");
+  check(disable, known_disable, "_disable_options");
+  return {};
+}
+
+} // namespace mdfuser

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mdfuser {
+
+// What NVFUSER_DUMP / MDFUSER_DUMP ask to print (rank 0 only), read once per
+// process from the environment. doc/debugging.md lists the names.
+struct DumpOptions {
+  bool fusion_ir = false;        // the fusion after the fusion passes
+  bool fusion_ir_passes = false; // the fusion after each fusion pass
+  bool host_ir = false;          // the host program that runs
+  bool host_ir_passes = false;   // the host program after each host pass
+
+  // Parses a comma-separated list; user error on an unknown name, listing
+  // the valid ones.
+  static DumpOptions parse(const std::string& spec);
+  // NVFUSER_DUMP and MDFUSER_DUMP together, parsed on first call.
+  static const DumpOptions& fromEnvironment();
+};
+
+// The per-call switches execute() takes, named as nvFuser names them so that
+// its scripts run unchanged. User error on an unknown name.
+struct ExecuteOptions {
+  static ExecuteOptions parse(
+      const std::vector<std::string>& enable,
+      const std::vector<std::string>& disable);
+};
+
+} // namespace mdfuser

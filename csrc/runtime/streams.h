@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <c10/core/Device.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+namespace mdfuser {
+
+// The streams a host program runs on. On a CUDA device they come from c10's
+// CUDA stream pool and are ordered with events; the host never blocks. On the
+// CPU, where ATen runs work synchronously, every stream is the same and
+// every operation is a no-op.
+class StreamSet {
+ public:
+  explicit StreamSet(c10::Device device);
+
+  c10::Stream current() const;
+  void setCurrent(c10::Stream stream);
+  // The worker stream of loop iteration `index`; the same stream for the
+  // same index, run after run.
+  c10::Stream worker(int64_t index);
+  // Makes the current stream wait for the work queued so far on `stream`.
+  void waitFor(c10::Stream stream);
+
+ private:
+  c10::Device device_;
+  std::optional<c10::impl::VirtualGuardImpl> impl_;
+  std::optional<c10::Event> event_;
+  std::vector<c10::Stream> workers_;
+};
+
+// Makes the stream current at construction current again at destruction,
+// also when the program fails midway.
+class StreamRestorer {
+ public:
+  explicit StreamRestorer(StreamSet& streams)
+      : streams_(streams), saved_(streams.current()) {}
+  StreamRestorer(const StreamRestorer&) = delete;
+  StreamRestorer& operator=(const StreamRestorer&) = delete;
+  ~StreamRestorer() {
+    streams_.setCurrent(saved_);
+  }
+
+ private:
+  StreamSet& streams_;
+  c10::Stream saved_;
+};
+
+} // namespace mdfuser

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <memory>
+
+#include "ir/fusion.h"
+#include "ir/ops.h"
+
+namespace mdfuser::test {
+
+// The row-parallel linear of the architecture guide: inp [t, 4h] with t
+// symbolic, split into `s` stream chunks along t and across `d` devices along
+// 4h; w [h, 4h] split across devices along 4h; out = linear(inp, w), left for
+// propagation.
+inline std::unique_ptr<Fusion> makeRowParallelLinear(
+    int64_t h, int64_t d, int64_t s, DataType dtype = DataType::BFloat16) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 4 * h}, {}, dtype);
+  TensorView* w = fusion->defineTensor({h, 4 * h}, {}, dtype);
+  TensorView* out = linear(inp, w);
+  fusion->addOutput(out);
+
+  std::vector<int64_t> devices;
+  for (int64_t i = 0; i < d; ++i) {
+    devices.push_back(i);
+  }
+  const DeviceMesh mesh(devices);
+  inp->setDeviceMesh(mesh);
+  w->setDeviceMesh(mesh);
+  inp->outerSplit(0, s);
+  inp->parallelize(0, ParallelType::Stream);
+  inp->outerSplit(2, d);
+  inp->parallelize(2, ParallelType::DIDx);
+  w->outerSplit(1, d);
+  w->parallelize(1, ParallelType::DIDx);
+  return fusion;
+}
+
+} // namespace mdfuser::test

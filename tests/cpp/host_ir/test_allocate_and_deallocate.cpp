@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+//
+// AllocateAndDeallocate on hand-built programs: each test writes the program
+// before the pass and the outline expected after it.
+
+#include <gtest/gtest.h>
+
+#include "common/host_ir_outline.h"
+#include "common/row_parallel.h"
+#include "host_ir/lower.h"
+#include "host_ir/passes/allocate_and_deallocate.h"
+#include "host_ir/verifier.h"
+#include "ir/scalar_eval.h"
+#include "passes/pipeline.h"
+
+namespace mdfuser {
+namespace {
+
+using namespace hir;
+
+// Builds a program over float tensors of static shapes: inputs come from
+// input(), other tensors from tensor(), statements from the container.
+class ProgramBuilder {
+ public:
+  ProgramBuilder() : fusion_(std::make_unique<Fusion>()) {}
+
+  TensorView* input(std::vector<int64_t> shape) {
+    return fusion_->defineTensor(shape, {}, DataType::Float);
+  }
+  TensorView* tensor(std::vector<int64_t> shape) {
+    std::vector<IterDomain*> ids;
+    for (int64_t extent : shape) {
+      ids.push_back(
+          fusion_->create<IterDomain>(constant(fusion_.get(), extent)));
+    }
+    return fusion_->create<TensorView>(ids, DataType::Float);
+  }
+  void output(TensorView* tv) {
+    fusion_->addOutput(tv);
+  }
+  std::unique_ptr<HostIrContainer> build() {
+    return std::make_unique<HostIrContainer>(std::move(fusion_));
+  }
+
+ private:
+  std::unique_ptr<Fusion> fusion_;
+};
+
+Expr* copy(HostIrContainer& hic, TensorView* out, TensorView* in) {
+  return hic.create<LoadStoreOp>(out, in);
+}
+
+ForLoop* loop(HostIrContainer& hic, int64_t n, ParallelType pt) {
+  return hic.create<ForLoop>(
+      symbol(hic.ir()), constant(hic.ir(), 0), constant(hic.ir(), n), pt);
+}
+
+std::string run(HostIrContainer& hic) {
+  allocateAndDeallocate(hic);
+  verify(hic, {.buffers_allocated = true});
+  return test::outline(hic);
+}
+
+TEST(AllocateAndDeallocate, IntermediateLivesFromFirstToLastUse) {
+  ProgramBuilder b;
+  TensorView* t0 = b.input({4});
+  TensorView* t1 = b.tensor({4});
+  TensorView* t2 = b.tensor({4});
+  b.output(t2);
+  auto hic = b.build();
+  hic->topLevel().pushBack(copy(*hic, t1, t0));
+  hic->topLevel().pushBack(copy(*hic, t2, t1));
+
+  EXPECT_EQ(run(*hic), R"(Allocate T1
+T1 = set(T0)
+Allocate T2
+T2 = set(T1)
+Deallocate T1
+)") << "inputs are never allocated, outputs never deallocated";
+}
+
+TEST(AllocateAndDeallocate, ChunkTemporaryStaysInsideTheNestedLoop) {
+  // A serial loop around a stream loop; T1 lives in one iteration of the
+  // inner loop, T2 is the program's output.
+  ProgramBuilder b;
+  TensorView* t0 = b.input({4});
+  TensorView* t1 = b.tensor({4});
+  TensorView* t2 = b.tensor({4});
+  b.output(t2);
+  auto hic = b.build();
+  ForLoop* outer = loop(*hic, 2, ParallelType::Serial);
+  ForLoop* inner = loop(*hic, 3, ParallelType::Stream);
+  inner->body().pushBack(copy(*hic, t1, t0));
+  inner->body().pushBack(copy(*hic, t2, t1));
+  outer->body().pushBack(inner);
+  hic->topLevel().pushBack(outer);
+
+  EXPECT_EQ(run(*hic), R"(Allocate T2
+FOR i0 serial
+  FOR i1 stream
+    Allocate T1
+    T1 = set(T0)
+    T2 = set(T1)
+    Deallocate T1
+)");
+}
+
+TEST(AllocateAndDeallocate, TensorReadBeforeWrittenInALoopIsHoisted) {
+  // T1 carries a value from one iteration to the next: it must outlive the
+  // loop body.
+  ProgramBuilder b;
+  TensorView* t0 = b.input({4});
+  TensorView* t1 = b.tensor({4});
+  TensorView* t2 = b.tensor({4});
+  b.output(t2);
+  auto hic = b.build();
+  ForLoop* l = loop(*hic, 3, ParallelType::Serial);
+  l->body().pushBack(copy(*hic, t2, t1));
+  l->body().pushBack(copy(*hic, t1, t0));
+  hic->topLevel().pushBack(l);
+
+  allocateAndDeallocate(*hic);
+  EXPECT_EQ(test::outline(*hic), R"(Allocate T1
+Allocate T2
+FOR i0 serial
+  T2 = set(T1)
+  T1 = set(T0)
+Deallocate T1
+)");
+}
+
+TEST(AllocateAndDeallocate, BufferOutlivesItsCommunicationUntilTheWait) {
+  ProgramBuilder b;
+  TensorView* t0 = b.input({4});
+  TensorView* t1 = b.tensor({4});
+  TensorView* t2 = b.tensor({4});
+  TensorView* t3 = b.tensor({4});
+  b.output(t2);
+  b.output(t3);
+  auto hic = b.build();
+  auto* comm = hic->create<Communication>(
+      CommunicationType::Allreduce,
+      std::vector<int64_t>{0, 1},
+      t1,
+      t2,
+      CommunicatorBackend::kGloo);
+  hic->topLevel().pushBack(copy(*hic, t1, t0));
+  hic->topLevel().pushBack(comm);
+  hic->topLevel().pushBack(copy(*hic, t3, t0));
+  hic->topLevel().pushBack(hic->create<Wait>(comm));
+
+  EXPECT_EQ(run(*hic), R"(Allocate T1
+T1 = set(T0)
+Allocate T2
+Communication 0 T1 -> T2
+Allocate T3
+T3 = set(T0)
+Wait 0
+Deallocate T1
+)");
+}
+
+TEST(AllocateAndDeallocate, RowParallelChunkHasTheShapeOfItsIteration) {
+  std::unique_ptr<Fusion> fusion =
+      test::makeRowParallelLinear(/*h=*/2, /*d=*/2, /*s=*/3);
+  runFusionPasses(fusion.get());
+  auto hic = lowerToHostIr(std::move(fusion), {});
+  EXPECT_EQ(run(*hic), R"(Allocate T2
+FOR i1 stream
+  T4 = ShardByStream(T0, i1)
+  Allocate T3
+  T3 = linear(T4, T1)
+  T5 = ShardByStream(T2, i1)
+  Communication 0 T3 -> T5
+  Wait 0
+  Deallocate T3
+)") << "the output is written through chunk views, so it is allocated "
+       "whole, outside the loop";
+
+  // With t = 7 rows in 3 chunks, the partial sums of iteration 2 hold the
+  // last row only: [1 row, h = 2, 1 device slot].
+  auto* l = static_cast<ForLoop*>(hic->topLevel().exprs()[1]);
+  auto* alloc = static_cast<Allocate*>(l->body().exprs()[1]);
+  ScalarEvaluator eval;
+  eval.bind(hic->inputs()[0]->logical()[0]->extent(), 7);
+  std::vector<int64_t> shape;
+  for (int64_t i : {0, 2}) {
+    eval.bind(l->index(), i);
+    shape.clear();
+    for (Scalar* extent : alloc->shape()) {
+      shape.push_back(eval.evaluate(extent));
+    }
+    EXPECT_EQ(shape, (std::vector<int64_t>{i == 0 ? 3 : 1, 2, 1}));
+  }
+  auto* out_alloc = static_cast<Allocate*>(hic->topLevel().exprs()[0]);
+  shape.clear();
+  for (Scalar* extent : out_alloc->shape()) {
+    shape.push_back(eval.evaluate(extent));
+  }
+  EXPECT_EQ(shape, (std::vector<int64_t>{7, 2}));
+}
+
+} // namespace
+} // namespace mdfuser

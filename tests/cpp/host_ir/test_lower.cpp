@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+//
+// Lowering a fusion into a host program, before any host pass: which
+// operations go into a Stream loop, where chunk views appear, and what
+// becomes a communication.
+
+#include <gtest/gtest.h>
+
+#include "common/expect_error.h"
+#include "common/row_parallel.h"
+#include "host_ir/lower.h"
+#include "ir/scalar_eval.h"
+#include "passes/pipeline.h"
+
+namespace mdfuser {
+namespace {
+
+using hir::Communication;
+using hir::CommunicatorBackend;
+using hir::ForLoop;
+using hir::HostIrContainer;
+using hir::ShardByStream;
+using hir::Wait;
+
+std::unique_ptr<HostIrContainer> lower(
+    std::unique_ptr<Fusion> fusion, hir::LoweringOptions options = {}) {
+  runFusionPasses(fusion.get());
+  return hir::lowerToHostIr(std::move(fusion), options);
+}
+
+TEST(Lower, StreamSplitOperationsShareOneStreamLoop) {
+  auto hic = lower(test::makeRowParallelLinear(/*h=*/2, /*d=*/2, /*s=*/3));
+  const auto& top = hic->topLevel().exprs();
+  ASSERT_EQ(top.size(), 1u);
+  auto* loop = dynamic_cast<ForLoop*>(top[0]);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->parallelType(), ParallelType::Stream);
+  EXPECT_EQ(loop->stop()->value(), 3);
+
+  // Input chunk view, local linear, output chunk view, allreduce, wait.
+  const auto& body = loop->body().exprs();
+  ASSERT_EQ(body.size(), 5u);
+  auto* in_view = dynamic_cast<ShardByStream*>(body[0]);
+  ASSERT_NE(in_view, nullptr);
+  EXPECT_EQ(in_view->in(), hic->inputs()[0]);
+  EXPECT_EQ(in_view->out()->memoryType(), MemoryType::Local);
+  auto* partial = dynamic_cast<LinearOp*>(body[1]);
+  ASSERT_NE(partial, nullptr);
+  EXPECT_EQ(partial->in(), in_view->out());
+  EXPECT_EQ(partial->weight(), hic->inputs()[1]) << "the weight is not chunked";
+  auto* out_view = dynamic_cast<ShardByStream*>(body[2]);
+  ASSERT_NE(out_view, nullptr);
+  EXPECT_EQ(out_view->in(), hic->outputs()[0]);
+  auto* allreduce = dynamic_cast<Communication*>(body[3]);
+  ASSERT_NE(allreduce, nullptr);
+  EXPECT_EQ(allreduce->type(), CommunicationType::Allreduce);
+  EXPECT_EQ(allreduce->in(), partial->out());
+  EXPECT_EQ(allreduce->out(), out_view->out());
+  EXPECT_EQ(allreduce->team(), (std::vector<int64_t>{0, 1}));
+  auto* wait = dynamic_cast<Wait*>(body[4]);
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->communication(), allreduce);
+}
+
+TEST(Lower, BackendFollowsTheOptions) {
+  auto hic = lower(
+      test::makeRowParallelLinear(2, 2, 3),
+      {.backend = CommunicatorBackend::kGloo});
+  EXPECT_NE(hic->toString().find("backend=Gloo)"), std::string::npos);
+}
+
+TEST(Lower, WithoutStreamSplitNothingLoops) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  fusion->addOutput(linear(inp, w));
+  const DeviceMesh mesh({0, 1});
+  for (TensorView* tv : {inp, w}) {
+    tv->setDeviceMesh(mesh);
+    tv->outerSplit(1, 2);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  auto hic = lower(std::move(fusion));
+  const auto& top = hic->topLevel().exprs();
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_NE(dynamic_cast<LinearOp*>(top[0]), nullptr);
+  EXPECT_NE(dynamic_cast<Communication*>(top[1]), nullptr);
+  EXPECT_NE(dynamic_cast<Wait*>(top[2]), nullptr);
+}
+
+TEST(Lower, TeamIsTheMeshAxisThroughTheDevice) {
+  // A 2x2 mesh sharded on mesh_x: device 3 reduces with device 2.
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  fusion->addOutput(linear(inp, w));
+  const DeviceMesh mesh({0, 1, 2, 3}, {2, 2});
+  for (TensorView* tv : {inp, w}) {
+    tv->setDeviceMesh(mesh);
+    tv->outerSplit(1, 2);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  auto hic = lower(std::move(fusion), {.device = 3});
+  auto* allreduce = dynamic_cast<Communication*>(hic->topLevel().exprs()[1]);
+  ASSERT_NE(allreduce, nullptr);
+  EXPECT_EQ(allreduce->team(), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(Lower, CommunicationsOtherThanAllreduceAreRefused) {
+  // set() from a sharded tensor to one the user placed on the mesh without
+  // sharding it needs an allgather.
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* in = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* out = set(in);
+  fusion->addOutput(out);
+  const DeviceMesh mesh({0, 1});
+  in->setDeviceMesh(mesh);
+  out->setDeviceMesh(mesh);
+  in->outerSplit(0, 2);
+  in->parallelize(0, ParallelType::DIDx);
+  EXPECT_VALUE_ERROR(
+      lower(std::move(fusion)), "mdfuser cannot execute Allgather yet");
+}
+
+// Chunk i of an axis of extent t split into s chunks covers rows
+// [i * ceil(t / s), ...), clamped: the last chunks may be short or empty.
+std::vector<int64_t> chunkLengths(int64_t t, int64_t s) {
+  auto hic = lower(test::makeRowParallelLinear(2, 2, s));
+  auto* loop = static_cast<ForLoop*>(hic->topLevel().exprs()[0]);
+  auto* view = static_cast<ShardByStream*>(loop->body().exprs()[0]);
+  ScalarEvaluator eval;
+  eval.bind(hic->inputs()[0]->logical()[0]->extent(), t);
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i < s; ++i) {
+    eval.bind(loop->index(), i);
+    EXPECT_EQ(eval.evaluate(view->start()), std::min(t, i * ((t + s - 1) / s)));
+    lengths.push_back(eval.evaluate(view->length()));
+  }
+  return lengths;
+}
+
+TEST(Lower, ChunksOfUnevenAxesAreShortOrEmpty) {
+  EXPECT_EQ(chunkLengths(9, 3), (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(chunkLengths(7, 3), (std::vector<int64_t>{3, 3, 1}));
+  EXPECT_EQ(chunkLengths(10, 4), (std::vector<int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(chunkLengths(2, 3), (std::vector<int64_t>{1, 1, 0}));
+  EXPECT_EQ(chunkLengths(1, 3), (std::vector<int64_t>{1, 0, 0}));
+}
+
+} // namespace
+} // namespace mdfuser

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+//
+// decomposeReshardings turns a contraction over a device-sharded axis into a
+// local contraction (each device reduces its own slice into a partial
+// tensor, whose device axis becomes an iteration axis marked rf) and a sum
+// over the devices, which lowering turns into an allreduce.
+
+#include <gtest/gtest.h>
+
+#include "common/expect_error.h"
+#include "common/row_parallel.h"
+#include "multidevice/communication_type.h"
+#include "multidevice/sharding.h"
+#include "passes/decompose_reshardings.h"
+#include "passes/propagate_shardings.h"
+
+namespace mdfuser {
+namespace {
+
+const DeviceMesh kMesh({0, 1});
+
+std::unique_ptr<Fusion> decomposedRowParallel() {
+  auto fusion = test::makeRowParallelLinear(/*h=*/4, /*d=*/2, /*s=*/3);
+  propagateShardings(fusion.get());
+  decomposeReshardings(fusion.get());
+  return fusion;
+}
+
+TEST(DecomposeReshardings, RowParallelLinearBecomesLocalLinearPlusSum) {
+  auto fusion = decomposedRowParallel();
+  TensorView* out = fusion->outputs()[0];
+  const std::vector<TensorOp*> exprs = fusion->exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  auto* local = dynamic_cast<LinearOp*>(exprs[0]);
+  auto* sum = dynamic_cast<ReductionOp*>(exprs[1]);
+  ASSERT_NE(local, nullptr);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_EQ(local->in(), fusion->inputs()[0]);
+  EXPECT_EQ(local->weight(), fusion->inputs()[1]);
+  EXPECT_EQ(sum->out(), out) << "the output keeps its identity";
+  EXPECT_EQ(sum->in(), local->out());
+
+  // Each device reduces its 8 of the 16 in_features; the device part of the
+  // split is now an iteration axis of the partial result.
+  TensorView* partial = local->out();
+  EXPECT_EQ(
+      partial->toString(),
+      "T3_g___bfloat[istreamIdx20{3}, iS21{ceilDiv(i0, 3)}, iS18{4}, "
+      "ideviceIdx.x22{2}rf, rS23{8}rf] (DeviceMesh{0 1})");
+  ASSERT_TRUE(partial->hasRoot());
+  ASSERT_EQ(partial->root().size(), 3u);
+  EXPECT_EQ(partial->root()[2]->toString(), "rS19{16}");
+  ASSERT_EQ(partial->logical().size(), 4u);
+  EXPECT_TRUE(partial->logical()[2]->isRFactorProduct());
+  EXPECT_FALSE(partial->logical()[2]->isReduction());
+  EXPECT_TRUE(partial->logical()[3]->isReduction());
+
+  // The output sums over the devices only.
+  EXPECT_EQ(
+      out->toString(),
+      "T2_g___bfloat[istreamIdx13{3}, iS14{ceilDiv(i0, 3)}, iS5{4}, "
+      "rdeviceIdx.x24{2}] (DeviceMesh{0 1})");
+  EXPECT_FALSE(out->hasRoot());
+  EXPECT_EQ(out->logical()[2], out->axis(3));
+}
+
+TEST(DecomposeReshardings, OnlyTheSumMovesDataAndItIsAnAllreduce) {
+  auto fusion = decomposedRowParallel();
+  const std::vector<TensorOp*> exprs = fusion->exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  EXPECT_FALSE(isResharding(exprs[0]));
+  EXPECT_TRUE(isResharding(exprs[1]));
+  CommunicationInfo info = chooseCommunication(exprs[1]);
+  EXPECT_EQ(info.type, CommunicationType::Allreduce);
+  EXPECT_EQ(info.parallel_type, ParallelType::DIDx);
+}
+
+TEST(DecomposeReshardings, ThePartialsDeviceAxisTracesBackToTheRoot) {
+  auto fusion = decomposedRowParallel();
+  TensorView* partial = fusion->exprs()[0]->out();
+  ParallelAxis in_root =
+      findParallelAxis(partial, ParallelType::DIDx, partial->root());
+  EXPECT_EQ(in_root.source, partial->root()[2]);
+  ASSERT_NE(in_root.split, nullptr);
+  EXPECT_EQ(in_root.partExtent()->value(), 8);
+  ParallelAxis in_logical =
+      findParallelAxis(partial, ParallelType::DIDx, partial->logical());
+  EXPECT_EQ(in_logical.source, partial->logical()[2]);
+  EXPECT_EQ(in_logical.split, nullptr);
+  // One device's partial result is [t, 4, 1]: the device axis holds data.
+  EXPECT_EQ(localExtents(partial)[2]->value(), 1);
+}
+
+TEST(DecomposeReshardings, PrintedFusionShowsTheRFactor) {
+  const std::string text = decomposedRowParallel()->toString();
+  for (const char* line :
+       {"    root: [iS17{i0}, iS18{4}, rS19{16}]\n",
+        "      Outer split: rS19{16} by factor 2 -> ideviceIdx.x22{2}rf, "
+        "rS23{8}rf\n",
+        "    logical: [iS17{i0}, iS18{4}, ideviceIdx.x22{2}rf, rS23{8}rf]\n",
+        "     = sum(T3_g___bfloat[istreamIdx20{3}"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin:\n" << text;
+  }
+}
+
+TEST(DecomposeReshardings, RunningTwiceChangesNothing) {
+  auto fusion = decomposedRowParallel();
+  const std::string once = fusion->toString();
+  decomposeReshardings(fusion.get());
+  EXPECT_EQ(fusion->toString(), once);
+}
+
+TEST(DecomposeReshardings, MatmulOverShardedKIsDecomposedToo) {
+  Fusion fusion;
+  TensorView* a = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* b = fusion.defineTensor({8, 6}, {}, DataType::Float);
+  fusion.addOutput(matmul(a, b));
+  for (TensorView* tv : {a, b}) {
+    tv->setDeviceMesh(kMesh);
+  }
+  a->outerSplit(1, 2);
+  a->parallelize(1, ParallelType::DIDx);
+  b->outerSplit(0, 2);
+  b->parallelize(0, ParallelType::DIDx);
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  EXPECT_NE(dynamic_cast<MatmulOp*>(exprs[0]), nullptr);
+  EXPECT_FALSE(isResharding(exprs[0]));
+  EXPECT_EQ(chooseCommunication(exprs[1]).type, CommunicationType::Allreduce);
+}
+
+TEST(DecomposeReshardings, DataParallelOnMeshYRowParallelOnMeshX) {
+  // A 2x2 mesh: rows split across mesh_y, in_features across mesh_x. Only
+  // mesh_x is summed over; the rows stay sharded on mesh_y.
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* out = linear(in, w);
+  fusion.addOutput(out);
+  const DeviceMesh mesh({0, 1, 2, 3}, {2, 2});
+  in->setDeviceMesh(mesh);
+  w->setDeviceMesh(mesh);
+  in->outerSplit(1, 2);
+  in->parallelize(1, ParallelType::DIDx);
+  in->outerSplit(0, 2);
+  in->parallelize(0, ParallelType::DIDy);
+  w->outerSplit(1, 2);
+  w->parallelize(1, ParallelType::DIDx);
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  // The partial result keeps its rows sharded on mesh_y.
+  IterDomain* rows = loopAxis(exprs[0]->out(), ParallelType::DIDy);
+  ASSERT_NE(rows, nullptr);
+  EXPECT_EQ(rows->extent()->value(), 2);
+  CommunicationInfo info = chooseCommunication(exprs[1]);
+  EXPECT_EQ(info.type, CommunicationType::Allreduce);
+  EXPECT_EQ(info.parallel_type, ParallelType::DIDx);
+  EXPECT_EQ(
+      shardingOfLogicalAxes(out),
+      (std::vector<ParallelType>{ParallelType::DIDy, ParallelType::Serial}));
+}
+
+TEST(DecomposeReshardings, ALinearWithBiasOverShardedInFeaturesIsRefused) {
+  // sum_d(in_d @ w_d^T + bias) would add the bias once per device, so the
+  // decomposition refuses rather than compute the wrong sum.
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* bias = fusion.defineTensor({6}, {}, DataType::Float);
+  fusion.addOutput(linear(in, w, bias));
+  for (TensorView* tv : {in, w, bias}) {
+    tv->setDeviceMesh(kMesh);
+  }
+  in->outerSplit(1, 2);
+  in->parallelize(1, ParallelType::DIDx);
+  w->outerSplit(1, 2);
+  w->parallelize(1, ParallelType::DIDx);
+  propagateShardings(&fusion);
+  EXPECT_VALUE_ERROR(
+      decomposeReshardings(&fusion), "its bias would be added once per device");
+}
+
+TEST(DecomposeReshardings, LeavesLocalReductionsAlone) {
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* out = linear(in, w);
+  fusion.addOutput(out);
+  in->setDeviceMesh(kMesh);
+  w->setDeviceMesh(kMesh);
+  in->outerSplit(0, 2);
+  in->parallelize(0, ParallelType::DIDx); // shards rows, not in_features
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  ASSERT_EQ(fusion.exprs().size(), 1u);
+  EXPECT_EQ(out->definition(), fusion.exprs()[0]);
+  EXPECT_FALSE(out->hasRoot());
+}
+
+TEST(DecomposeReshardings, AnUnsplitDeviceReductionIsAUserError) {
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({4, 2}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 2}, {}, DataType::Float);
+  fusion.addOutput(linear(in, w));
+  for (TensorView* tv : {in, w}) {
+    tv->setDeviceMesh(kMesh);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  propagateShardings(&fusion);
+  EXPECT_VALUE_ERROR(
+      decomposeReshardings(&fusion),
+      "the reduction axis rdeviceIdx.x6{2} of T2_g_float[iS4{4}, iS5{6}, "
+      "rdeviceIdx.x6{2}] (DeviceMesh{0 1}) is parallelized on mesh_x without "
+      "a split");
+}
+
+} // namespace
+} // namespace mdfuser

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+
+#include <gtest/gtest.h>
+
+#include "common/expect_error.h"
+#include "runtime/options.h"
+
+namespace mdfuser {
+namespace {
+
+TEST(DumpOptions, ParsesACommaSeparatedList) {
+  DumpOptions options = DumpOptions::parse("host_ir, fusion_ir");
+  EXPECT_TRUE(options.host_ir);
+  EXPECT_TRUE(options.fusion_ir);
+  EXPECT_FALSE(options.host_ir_passes);
+  EXPECT_FALSE(options.fusion_ir_passes);
+}
+
+TEST(DumpOptions, EmptyMeansNothing) {
+  DumpOptions options = DumpOptions::parse("");
+  EXPECT_FALSE(
+      options.host_ir || options.fusion_ir || options.host_ir_passes ||
+      options.fusion_ir_passes);
+}
+
+TEST(DumpOptions, UnknownNameListsTheValidOnes) {
+  EXPECT_VALUE_ERROR(
+      DumpOptions::parse("host_ir,kernel_ir"),
+      "unknown dump option 'kernel_ir' in NVFUSER_DUMP/MDFUSER_DUMP; valid "
+      "options are: fusion_ir, fusion_ir_passes, host_ir, host_ir_passes");
+}
+
+TEST(ExecuteOptions, HostIrLoweringIsAcceptedAndUnknownNamesAreNot) {
+  ExecuteOptions::parse({"host_ir_lowering"}, {});
+  EXPECT_VALUE_ERROR(
+      ExecuteOptions::parse({"fast_math"}, {}),
+      "unknown option 'fast_math' in _enable_options; valid options are: "
+      "host_ir_lowering");
+  EXPECT_VALUE_ERROR(
+      ExecuteOptions::parse({}, {"host_ir_lowering"}),
+      "unknown option 'host_ir_lowering' in _disable_options");
+}
+
+} // namespace
+} // namespace mdfuser

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: MIT
+"""Helpers shared by the Python tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import torch
+
+from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser.multidevice import DeviceMesh
+
+LAUNCHER_VARIABLES = [
+    name
+    for name in os.environ
+    if name.startswith("OMPI_")
+    or name
+    in (
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "NVFUSER_DUMP",
+        "MDFUSER_DUMP",
+    )
+]
+
+
+def row_parallel_linear(
+    d: int, s: int, h: int, dtype: DataType = DataType.BFloat16
+) -> FusionDefinition:
+    """The row-parallel linear of the architecture guide, on d devices."""
+    with FusionDefinition() as fd:
+        inp = fd.define_tensor(shape=[-1, 4 * h], contiguity=True, dtype=dtype)
+        w = fd.define_tensor(shape=[h, 4 * h], contiguity=True, dtype=dtype)
+        out = fd.ops.linear(inp, w)
+        fd.add_output(out)
+        mesh = DeviceMesh(torch.arange(d))
+        for tv in (inp, w):
+            tv.set_device_mesh(mesh)
+        inp.outer_split(0, s)
+        inp.axis(0).parallelize(ParallelType.stream)
+        inp.outer_split(2, d)
+        inp.axis(2).parallelize(ParallelType.mesh_x)
+        w.outer_split(1, d)
+        w.axis(1).parallelize(ParallelType.mesh_x)
+    return fd
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter with `env` on top of a launcher-free environment."""
+    full_env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
