@@ -1,0 +1,375 @@
+# SPDX-License-Identifier: MIT
+"""Row-parallel linear benchmark: mdfuser's stream overlap against PyTorch.
+
+Each of d ranks holds inp [t, 4h/d] and w [h, 4h/d]; out = inp @ w.T is
+[t, h] and allreduced. Variants: mdfuser (s stream chunks), torch_streams
+(the same decomposition on manual CUDA streams), torch_no_overlap (GEMM then
+allreduce), gemm_only and allreduce_only. See benchmarks/README.md.
+
+    torchrun --nproc-per-node 8 benchmarks/row_parallel_linear.py --json r.json
+    mpirun -np 8 python3 benchmarks/row_parallel_linear.py -H 8192 --chunks 1,2,4,8
+    mpirun -np 2 python3 benchmarks/row_parallel_linear.py --device cpu --iters 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser.multidevice import Communicator, DeviceMesh
+
+DTYPES = {
+    "bfloat16": (torch.bfloat16, DataType.BFloat16),
+    "float16": (torch.float16, DataType.Half),
+    "float32": (torch.float32, DataType.Float),
+}
+TOLERANCE = 2e-2
+COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
+COLUMNS += ["busbw_GB/s", "x_streams", "x_no_ovl", "overlap_eff", "floor"]
+WIDTHS = [17, 3, 11, 9, 9, 12, 12, 11, 10, 13, 7]
+
+
+@dataclass
+class Result:
+    benchmark: str
+    device: str
+    world_size: int
+    variant: str
+    num_chunks: int
+    h: int
+    t: int
+    dtype: str
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    tflops: float | None  # GEMM flops per rank / median; None without a GEMM
+    algbw_gbps: float | None  # t*h*elem bytes / median; None without an allreduce
+    busbw_gbps: float | None  # algbw * 2(d-1)/d
+    date: str
+    command: str
+    torch_version: str
+    vs_torch_streams: float | None = None
+    vs_torch_no_overlap: float | None = None
+    overlap_efficiency: float | None = None
+    floor_ratio: float | None = None
+    max_rel_err: float | None = None
+
+
+class Timer:
+    """Times fn() per iteration: CUDA events on the current stream, or perf_counter."""
+
+    def __init__(self, device: torch.device, warmup: int, iters: int) -> None:
+        self.cuda = device.type == "cuda"
+        self.device, self.warmup, self.iters = device, warmup, iters
+
+    def sync(self) -> None:
+        """Waits for this rank's GPU, then for all ranks, so variants start together."""
+        if self.cuda:
+            torch.cuda.synchronize()
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def __call__(self, fn) -> list[float]:
+        for _ in range(self.warmup):
+            fn()
+        self.sync()
+        if not self.cuda:
+            times = []
+            for _ in range(self.iters):
+                start = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - start) * 1e3)
+            self.sync()
+            return times
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(self.iters)
+        ]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        self.sync()
+        return [start.elapsed_time(end) for start, end in events]
+
+
+def init_distributed(device_type: str) -> torch.device:
+    """Maps mpirun's variables to torch's, then starts torch.distributed."""
+    env = os.environ
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
+        env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
+        local = env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])
+        env.setdefault("LOCAL_RANK", local)
+    for name, default in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+        env.setdefault(name, default)
+    env.setdefault("MASTER_ADDR", "localhost")
+    env.setdefault("MASTER_PORT", "29500")
+    # mdfuser's store must not collide with torch's on MASTER_PORT, except
+    # under torchrun, where both are clients of the agent's store there.
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        env.setdefault("MDFUSER_PORT", str(int(env["MASTER_PORT"]) + 1))
+    if device_type == "cuda":
+        device = torch.device("cuda", int(env["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    return device
+
+
+def define(d: int, s: int, h: int, dtype: DataType) -> FusionDefinition:
+    """The schedule of examples/row_parallel_linear.py: s stream chunks, 4h over d."""
+    with FusionDefinition() as fd:
+        inp = fd.define_tensor(shape=[-1, 4 * h], contiguity=True, dtype=dtype)
+        w = fd.define_tensor(shape=[h, 4 * h], contiguity=True, dtype=dtype)
+        fd.add_output(fd.ops.linear(inp, w))
+        mesh = DeviceMesh(torch.arange(d))
+        for tv in (inp, w):
+            tv.set_device_mesh(mesh)
+        inp.outer_split(0, s)
+        inp.axis(0).parallelize(ParallelType.stream)
+        inp.outer_split(2, d)
+        inp.axis(2).parallelize(ParallelType.mesh_x)
+        w.outer_split(1, d)
+        w.axis(1).parallelize(ParallelType.mesh_x)
+    return fd
+
+
+def torch_streams(inp, w, s, streams):
+    """Chunk i on worker stream i: wait for main, GEMM into its rows, allreduce them."""
+
+    def run() -> torch.Tensor:
+        out = torch.empty(inp.size(0), w.size(0), dtype=inp.dtype, device=inp.device)
+        chunks = zip(inp.tensor_split(s), out.tensor_split(s))
+        if not streams:  # CPU: no streams, chunks run one after another
+            for inp_chunk, out_chunk in chunks:
+                torch.mm(inp_chunk, w.t(), out=out_chunk)
+                dist.all_reduce(out_chunk)
+            return out
+        main = torch.cuda.current_stream()
+        for stream, (inp_chunk, out_chunk) in zip(streams, chunks):
+            stream.wait_stream(main)
+            with torch.cuda.stream(stream):
+                torch.mm(inp_chunk, w.t(), out=out_chunk)
+                # Only enqueues: the worker stream, not the host, waits for NCCL.
+                dist.all_reduce(out_chunk)
+        for stream in streams[:s]:
+            main.wait_stream(stream)
+        return out
+
+    return run
+
+
+def torch_no_overlap(inp, w):
+    def run() -> torch.Tensor:
+        out = torch.mm(inp, w.t())
+        dist.all_reduce(out)
+        return out
+
+    return run
+
+
+def max_rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |got - ref| / max |ref|, the largest over ranks (so all ranks agree)."""
+    got, ref = got.double(), ref.double()
+    err = ((got - ref).abs().max() / ref.abs().max()).reshape(1)
+    dist.all_reduce(err, op=dist.ReduceOp.MAX)
+    return err.item()
+
+
+def check(name: str, err: float, rank: int) -> None:
+    if rank == 0:
+        print(f"check: {name}: max relative error {err:.2e}")
+    if not err <= TOLERANCE:  # NaN fails too
+        raise SystemExit(f"rank {rank}: {name}: max relative error {err:.2e} > {TOLERANCE:g}")
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_table(results: list[Result], timing: str) -> None:
+    r0 = results[0]
+    print(
+        f"\nrow_parallel_linear: d={r0.world_size} h={r0.h} t={r0.t} {r0.dtype} "
+        f"on {r0.device}; times by {timing}, median of the timed iterations"
+    )
+    rows = [COLUMNS] + [
+        [
+            r.variant,
+            str(r.num_chunks),
+            f"{r.median_ms:.3f}",
+            f"{r.min_ms:.3f}",
+            fmt(r.tflops, ".4g"),
+            fmt(r.algbw_gbps, ".4g"),
+            fmt(r.busbw_gbps, ".4g"),
+            fmt(r.vs_torch_streams, ".3f"),
+            fmt(r.vs_torch_no_overlap, ".3f"),
+            fmt(r.overlap_efficiency, ".3f"),
+            fmt(r.floor_ratio, ".3f"),
+        ]
+        for r in results
+    ]
+    for row in rows:
+        cells = zip(row[1:], WIDTHS[1:])
+        print(row[0].ljust(WIDTHS[0]) + "".join(" " + c.rjust(w - 1) for c, w in cells))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hidden", "-H", type=int, help="h (default 8192; 256 on cpu)")
+    p.add_argument("--tokens", "-t", type=int, help="t (default 8192; 256 on cpu)")
+    p.add_argument("--chunks", default="1,2,4,8", help="stream chunk counts s, comma list")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=30, help="timed iterations")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument("--trace", metavar="DIR", help="write DIR/trace_rank<r>.json")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    args = p.parse_args()
+    args.chunks = [int(c) for c in args.chunks.split(",")]
+    small = args.device == "cpu"
+    args.hidden = args.hidden or (256 if small else 8192)
+    args.tokens = args.tokens or (256 if small else 8192)
+    if min(args.chunks) < 1 or args.iters < 1 or args.warmup < 0:
+        p.error("--chunks must be positive, --iters >= 1 and --warmup >= 0")
+    return args
+
+
+def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
+    """torch_no_overlap against float64; mdfuser and torch_streams against it."""
+    reference = torch_no_overlap(inp, w)()
+    exact = torch.mm(inp.double(), w.double().t())
+    dist.all_reduce(exact)
+    check("torch_no_overlap vs float64", max_rel_err(reference, exact), rank)
+    errors = {}
+    for s, fd in fds.items():
+        errors[s] = max_rel_err(fd.execute([inp, w])[0], reference)
+        check(f"mdfuser s={s} vs torch_no_overlap", errors[s], rank)
+        err = max_rel_err(torch_streams(inp, w, s, streams)(), reference)
+        check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
+    return reference, errors
+
+
+def add_ratios(results: list[Result]) -> None:
+    """Ratios to the references; overlap efficiency and floor ratio."""
+    median = {(r.variant, r.num_chunks): r.median_ms for r in results}
+    t_gemm, t_ar = median[("gemm_only", 1)], median[("allreduce_only", 1)]
+    for r in results:
+        streams_ms = median.get(("torch_streams", r.num_chunks))
+        r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
+        r.vs_torch_no_overlap = r.median_ms / median[("torch_no_overlap", 1)]
+        if r.variant in ("mdfuser", "torch_streams", "torch_no_overlap"):
+            r.overlap_efficiency = (t_gemm + t_ar - r.median_ms) / min(t_gemm, t_ar)
+            r.floor_ratio = r.median_ms / max(t_gemm, t_ar)
+
+
+def write_trace(fd, inputs, directory: str, rank: int, timer: Timer) -> None:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if timer.cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    os.makedirs(directory, exist_ok=True)
+    timer.sync()
+    with torch.profiler.profile(activities=activities) as prof:
+        fd.execute(inputs)
+        timer.sync()
+    prof.export_chrome_trace(os.path.join(directory, f"trace_rank{rank}.json"))
+
+
+def main() -> None:
+    args = parse_args()
+    device = init_distributed(args.device)
+    comm = Communicator.instance()
+    rank, d = comm.rank(), comm.size()
+    if (rank, d) != (dist.get_rank(), dist.get_world_size()):
+        raise SystemExit(f"mdfuser says rank {rank} of {d}, torch.distributed differs")
+    h, t, cuda = args.hidden, args.tokens, device.type == "cuda"
+    if (4 * h) % d:
+        raise SystemExit(f"4h = {4 * h} does not split across {d} ranks")
+    torch_dtype, md_dtype = DTYPES[args.dtype]
+    torch.manual_seed(1234 + rank)  # each rank draws its own shards
+    inp = torch.randn(t, 4 * h // d, device=device).to(torch_dtype)
+    w = torch.randn(h, 4 * h // d, device=device).to(torch_dtype)
+    streams = [torch.cuda.Stream() for _ in range(max(args.chunks))] if cuda else []
+    fds = {s: define(d, s, h, md_dtype) for s in args.chunks}
+    reference, errors = run_checks(fds, inp, w, streams, rank)
+
+    buffer = reference.clone()  # grows d-fold per allreduce; NCCL's speed doesn't care
+    variants = []  # (variant, s, fn, has_gemm, has_allreduce)
+    for s, fd in fds.items():
+        variants.append(("mdfuser", s, lambda fd=fd: fd.execute([inp, w]), 1, 1))
+        variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
+    variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
+    variants.append(("gemm_only", 1, lambda: torch.mm(inp, w.t()), 1, 0))
+    variants.append(("allreduce_only", 1, lambda: dist.all_reduce(buffer), 0, 1))
+
+    timer = Timer(device, args.warmup, args.iters)
+    flops = 2 * t * (4 * h // d) * h
+    nbytes = t * h * reference.element_size()
+    common = {
+        "benchmark": "row_parallel_linear",
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "world_size": d,
+        "h": h,
+        "t": t,
+        "dtype": args.dtype,
+        "date": datetime.date.today().isoformat(),
+        "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
+        "torch_version": torch.__version__,
+    }
+    results = []
+    for variant, s, fn, has_gemm, has_allreduce in variants:
+        times = timer(fn)
+        median = statistics.median(times)
+        algbw = nbytes / median / 1e6 if has_allreduce else None
+        results.append(
+            Result(
+                variant=variant,
+                num_chunks=s,
+                median_ms=median,
+                min_ms=min(times),
+                max_ms=max(times),
+                tflops=flops / median / 1e9 if has_gemm else None,
+                algbw_gbps=algbw,
+                busbw_gbps=algbw * 2 * (d - 1) / d if has_allreduce else None,
+                max_rel_err=errors[s] if variant == "mdfuser" else None,
+                **common,
+            )
+        )
+    add_ratios(results)
+    if args.trace:
+        write_trace(fds[max(args.chunks)], [inp, w], args.trace, rank, timer)
+
+    if rank == 0:
+        print_table(results, "CUDA events" if cuda else "time.perf_counter (CPU, Gloo)")
+        if args.json:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            with open(args.json, "w") as f:
+                json.dump([asdict(r) for r in results], f, indent=1)
+            print(f"wrote {args.json}")
+        if args.trace:
+            print(f"wrote {args.trace}/trace_rank<r>.json (mdfuser, s={max(args.chunks)})")
+    timer.sync()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
