@@ -53,7 +53,8 @@ log "building in $BUILD_DIR"
 cmake --build "$BUILD_DIR"
 
 # 4. Editable install of the Python package (the module is built in place).
-if ! (cd / && "$PYTHON" -c "import mdfuser" 2>/dev/null); then
+installed=$(cd / && "$PYTHON" -c "import mdfuser, os; print(os.path.dirname(mdfuser.__file__))" 2>/dev/null || true)
+if [ "$installed" != "$ROOT/python/mdfuser" ]; then
   log "installing the mdfuser Python package (editable)"
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e "$ROOT/python"
 fi
