@@ -35,6 +35,9 @@ DTYPES = {
     "float32": (torch.float32, DataType.Float),
 }
 TOLERANCE = 2e-2
+# mdfuser without InplaceAllreduce: the partial sums are copied into the
+# output chunk before each allreduce.
+COPY = ["inplace_allreduce"]
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
 COLUMNS += ["busbw_GB/s", "x_streams", "x_no_ovl", "overlap_eff", "floor"]
 WIDTHS = [17, 3, 11, 9, 9, 12, 12, 11, 10, 13, 7]
@@ -264,6 +267,8 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
     for s, fd in fds.items():
         errors[s] = max_rel_err(fd.execute([inp, w])[0], reference)
         check(f"mdfuser s={s} vs torch_no_overlap", errors[s], rank)
+        err = max_rel_err(fd.execute([inp, w], _disable_options=COPY)[0], reference)
+        check(f"mdfuser_copy s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_streams(inp, w, s, streams)(), reference)
         check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
     return reference, errors
@@ -277,7 +282,7 @@ def add_ratios(results: list[Result]) -> None:
         streams_ms = median.get(("torch_streams", r.num_chunks))
         r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
         r.vs_torch_no_overlap = r.median_ms / median[("torch_no_overlap", 1)]
-        if r.variant in ("mdfuser", "torch_streams", "torch_no_overlap"):
+        if r.variant in ("mdfuser", "mdfuser_copy", "torch_streams", "torch_no_overlap"):
             r.overlap_efficiency = (t_gemm + t_ar - r.median_ms) / min(t_gemm, t_ar)
             r.floor_ratio = r.median_ms / max(t_gemm, t_ar)
 
@@ -316,6 +321,8 @@ def main() -> None:
     variants = []  # (variant, s, fn, has_gemm, has_allreduce)
     for s, fd in fds.items():
         variants.append(("mdfuser", s, lambda fd=fd: fd.execute([inp, w]), 1, 1))
+        copy = lambda fd=fd: fd.execute([inp, w], _disable_options=COPY)  # noqa: E731
+        variants.append(("mdfuser_copy", s, copy, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
     variants.append(("gemm_only", 1, lambda: torch.mm(inp, w.t()), 1, 0))

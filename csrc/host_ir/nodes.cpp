@@ -191,6 +191,10 @@ TensorView* Communication::out() const {
   return static_cast<TensorView*>(output(0));
 }
 
+void Communication::reduceInPlace() {
+  setInput(0, out());
+}
+
 std::string Communication::toString() const {
   std::string s = "Communication " + std::to_string(name()) +
                   " (type=" + std::string(communicationTypeName(type_)) +

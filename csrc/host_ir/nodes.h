@@ -258,6 +258,8 @@ class Communication : public HostExpr {
   std::optional<int64_t> root() const {
     return root_;
   }
+  // Makes the collective read its output buffer: it reduces in place.
+  void reduceInPlace();
 
   std::string_view opName() const override {
     return "Communication";

@@ -104,6 +104,12 @@ class Expr : public Statement {
   void unregisterAsDefinition();
 
  protected:
+  // For nodes that rewire an operand in place; definitions and uses are
+  // not updated.
+  void setInput(size_t i, Val* val) {
+    inputs_.at(i) = val;
+  }
+
   Expr(
       IrContainer* container,
       std::vector<Val*> inputs,

@@ -38,9 +38,7 @@ void replay(
 // are replayed only when `consumer` is not annotated: a mesh set by the user
 // fixes its sharding, replication included.
 void propagate(
-    const TensorOp* op,
-    TensorView* producer,
-    bool consumer_annotated) {
+    const TensorOp* op, TensorView* producer, bool consumer_annotated) {
   TensorView* consumer = op->out();
   if (!consumer->hasDeviceMesh() && producer->hasDeviceMesh()) {
     consumer->setDeviceMesh(*producer->deviceMesh());

@@ -19,8 +19,10 @@ struct FusionExecutorCache::Program {
 
 namespace {
 
-std::vector<int64_t> signatureOf(const std::vector<at::Tensor>& inputs) {
+std::vector<int64_t> signatureOf(
+    const std::vector<at::Tensor>& inputs, const ExecuteOptions& options) {
   std::vector<int64_t> key;
+  key.push_back(options.inplace_allreduce ? 1 : 0);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
     key.push_back(static_cast<int64_t>(t.scalar_type()));
@@ -49,8 +51,9 @@ const hir::HostIrContainer* FusionExecutorCache::lastProgram() const {
 FusionExecutorCache::Program& FusionExecutorCache::programFor(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
-    const DumpOptions& dump) {
-  std::vector<int64_t> key = signatureOf(inputs);
+    const DumpOptions& dump,
+    const ExecuteOptions& options) {
+  std::vector<int64_t> key = signatureOf(inputs, options);
   auto it = programs_.find(key);
   if (it != programs_.end()) {
     return *it->second;
@@ -75,7 +78,9 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
   auto program = std::make_unique<Program>();
   program->hic = hir::lowerToHostIr(std::move(fusion), lowering);
   hir::runHostPasses(
-      *program->hic, {.dump_after_each_pass = show(dump.host_ir_passes)});
+      *program->hic,
+      {.dump_after_each_pass = show(dump.host_ir_passes),
+       .inplace_allreduce = options.inplace_allreduce});
   if (std::ostream* os = show(dump.host_ir)) {
     *os << program->hic->toString() << std::flush;
   }
@@ -87,9 +92,10 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
 std::vector<at::Tensor> FusionExecutorCache::run(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
-    const DumpOptions& dump) {
+    const DumpOptions& dump,
+    const ExecuteOptions& options) {
   checkInputs(definition_, inputs);
-  Program& program = programFor(inputs, communicator, dump);
+  Program& program = programFor(inputs, communicator, dump, options);
   last_ = &program;
   // The compiled fusion's inputs carry the propagated shardings.
   ScalarEvaluator extents =

@@ -18,9 +18,9 @@ class Communicator;
 class HostIrEvaluator;
 
 // Compiles a fusion definition into host programs, one per input signature
-// (sizes, strides, dtypes, device), and runs them. Compiling clones the
-// definition, runs the fusion passes, lowers to host IR and runs the host
-// passes; the definition itself is frozen and never changes.
+// (sizes, strides, dtypes, device) and set of options, and runs them. Compiling
+// clones the definition, runs the fusion passes, lowers to host IR and runs the
+// host passes; the definition itself is frozen and never changes.
 class FusionExecutorCache {
  public:
   // `definition` must outlive the cache.
@@ -32,7 +32,8 @@ class FusionExecutorCache {
   std::vector<at::Tensor> run(
       const std::vector<at::Tensor>& inputs,
       Communicator& communicator,
-      const DumpOptions& dump = {});
+      const DumpOptions& dump = {},
+      const ExecuteOptions& options = {});
 
   int64_t numPrograms() const {
     return static_cast<int64_t>(programs_.size());
@@ -46,7 +47,8 @@ class FusionExecutorCache {
   Program& programFor(
       const std::vector<at::Tensor>& inputs,
       Communicator& communicator,
-      const DumpOptions& dump);
+      const DumpOptions& dump,
+      const ExecuteOptions& options);
 
   Fusion& definition_;
   std::map<std::vector<int64_t>, std::unique_ptr<Program>> programs_;

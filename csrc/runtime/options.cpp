@@ -87,7 +87,7 @@ ExecuteOptions ExecuteOptions::parse(
   // Host IR lowering is mdfuser's only execution path, so asking for it is
   // accepted and changes nothing.
   const std::vector<std::string> known_enable = {"host_ir_lowering"};
-  const std::vector<std::string> known_disable = {};
+  const std::vector<std::string> known_disable = {"inplace_allreduce"};
   auto check = [](const std::vector<std::string>& names,
                   const std::vector<std::string>& known,
                   const char* which) {
@@ -108,7 +108,13 @@ ExecuteOptions ExecuteOptions::parse(
   };
   check(enable, known_enable, "_enable_options");
   check(disable, known_disable, "_disable_options");
-  return {};
+  ExecuteOptions options;
+  for (const std::string& name : disable) {
+    if (name == "inplace_allreduce") {
+      options.inplace_allreduce = false;
+    }
+  }
+  return options;
 }
 
 } // namespace mdfuser

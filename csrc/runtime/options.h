@@ -21,9 +21,13 @@ struct DumpOptions {
   static const DumpOptions& fromEnvironment();
 };
 
-// The per-call switches execute() takes, named as nvFuser names them so that
-// its scripts run unchanged. User error on an unknown name.
+// The per-call switches execute() takes. nvFuser's names are accepted so
+// that its scripts run unchanged. User error on an unknown name.
 struct ExecuteOptions {
+  // Operations write straight into allreduce buffers (InplaceAllreduce);
+  // disabled by "inplace_allreduce", to measure what it saves.
+  bool inplace_allreduce = true;
+
   static ExecuteOptions parse(
       const std::vector<std::string>& enable,
       const std::vector<std::string>& disable);

@@ -80,7 +80,9 @@ DeviceMesh meshFrom(const py::object& devices) {
   std::vector<int64_t> flat;
   std::vector<int64_t> shape;
   flatten(list, 0, flat, shape);
-  MDF_USER_CHECK(!shape.empty(), "DeviceMesh: expected a list of device ids, got one integer");
+  MDF_USER_CHECK(
+      !shape.empty(),
+      "DeviceMesh: expected a list of device ids, got one integer");
   return DeviceMesh(std::move(flat), std::move(shape));
 }
 

@@ -70,11 +70,12 @@ void bindRuntime(py::module_& m) {
              const std::vector<at::Tensor>& inputs,
              const std::vector<std::string>& enable,
              const std::vector<std::string>& disable) {
-            ExecuteOptions::parse(enable, disable);
+            const ExecuteOptions options =
+                ExecuteOptions::parse(enable, disable);
             const DumpOptions& dump = DumpOptions::fromEnvironment();
             Communicator& communicator = communicatorInstance();
             py::gil_scoped_release no_gil;
-            return cache.run(inputs, communicator, dump);
+            return cache.run(inputs, communicator, dump, options);
           },
           py::arg("inputs"),
           py::arg("enable_options"),

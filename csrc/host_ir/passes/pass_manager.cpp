@@ -3,6 +3,7 @@
 
 #include "host_ir/passes/allocate_and_deallocate.h"
 #include "host_ir/passes/assign_streams.h"
+#include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/verifier.h"
 
 namespace mdfuser::hir {
@@ -26,8 +27,11 @@ void HostPassManager::run(HostIrContainer& hic) const {
 }
 
 void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
-  HostPassManager(options)
-      .add({"AllocateAndDeallocate", allocateAndDeallocate, true})
+  HostPassManager manager(options);
+  if (options.inplace_allreduce) {
+    manager.add({"InplaceAllreduce", inplaceAllreduce});
+  }
+  manager.add({"AllocateAndDeallocate", allocateAndDeallocate, true})
       .add({"AssignStreams", assignStreams})
       .run(hic);
 }

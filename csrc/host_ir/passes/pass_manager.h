@@ -15,6 +15,8 @@ struct HostPassOptions {
   std::ostream* dump_after_each_pass = nullptr;
   // Run the verifier after every pass.
   bool verify = true;
+  // Run InplaceAllreduce.
+  bool inplace_allreduce = true;
 };
 
 // Runs host passes in order, verifying the program after each and dumping
@@ -44,6 +46,8 @@ class HostPassManager {
 };
 
 // The host pipeline:
+//   InplaceAllreduce      (unless disabled) before allocation, so that the
+//                         temporaries it removes are never allocated
 //   AllocateAndDeallocate
 //   AssignStreams         after allocation, so that buffers allocated in a
 //                         Stream loop body are allocated on its worker stream

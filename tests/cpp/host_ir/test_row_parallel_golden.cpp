@@ -8,9 +8,9 @@
 //  - T2, the output, is allocated once, outside the loop;
 //  - the main stream is captured as Stream 0;
 //  - each iteration i1 switches to its worker stream, waits for the main
-//    stream, takes chunk i1 of the input (T4), computes the local partial
-//    linear into a fresh T3, and allreduces it into chunk i1 of the output
-//    (T5); T3 is freed after the Wait, never before;
+//    stream, takes chunk i1 of the input (T4) and of the output (T5),
+//    computes the local partial linear straight into T5 and allreduces T5
+//    in place;
 //  - the main stream becomes current again and waits for every worker, in a
 //    join loop with its own index i2.
 
@@ -25,6 +25,28 @@ namespace mdfuser {
 namespace {
 
 constexpr const char* kExpected =
+    R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})) :
+  T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  Stream 0 = GetCurrentStream()
+  FOR i1 from 0 to 3:
+    SetCurrentStream(Stream i1)
+    Synchronize(Stream 0)
+    T4_l___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}) = ShardByStream(T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), stream_index = i1)
+    T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ShardByStream(T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), stream_index = i1)
+    T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})
+       = linear(T4_l___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}),
+                T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1}))
+    Communication 0 (type=Allreduce, team=(0 1), input=T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), output=T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
+    Wait(Communication 0)
+  SetCurrentStream(Stream 0)
+  FOR i2 from 0 to 3:
+    Synchronize(Stream i2)
+} // %HostIrContainer
+)";
+
+// The same without InplaceAllreduce: the partial sums go to a temporary T3,
+// allocated in each iteration and freed after the Wait, never before.
+constexpr const char* kExpectedWithCopy =
     R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})) :
   T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
   Stream 0 = GetCurrentStream()
@@ -53,6 +75,14 @@ TEST(RowParallelGolden, WholeHostProgramAtTwoDevicesThreeChunks) {
   auto hic = hir::lowerToHostIr(std::move(fusion), {});
   hir::runHostPasses(*hic);
   EXPECT_EQ(hic->toString(), kExpected);
+}
+
+TEST(RowParallelGolden, WithoutInplaceAllreduce) {
+  std::unique_ptr<Fusion> fusion = test::makeRowParallelLinear(2, 2, 3);
+  runFusionPasses(fusion.get());
+  auto hic = hir::lowerToHostIr(std::move(fusion), {});
+  hir::runHostPasses(*hic, {.inplace_allreduce = false});
+  EXPECT_EQ(hic->toString(), kExpectedWithCopy);
 }
 
 TEST(RowParallelGolden, PrintingIsDeterministic) {

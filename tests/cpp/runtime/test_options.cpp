@@ -30,6 +30,12 @@ TEST(DumpOptions, UnknownNameListsTheValidOnes) {
       "options are: fusion_ir, fusion_ir_passes, host_ir, host_ir_passes");
 }
 
+TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
+  EXPECT_TRUE(ExecuteOptions::parse({}, {}).inplace_allreduce);
+  EXPECT_FALSE(
+      ExecuteOptions::parse({}, {"inplace_allreduce"}).inplace_allreduce);
+}
+
 TEST(ExecuteOptions, HostIrLoweringIsAcceptedAndUnknownNamesAreNot) {
   ExecuteOptions::parse({"host_ir_lowering"}, {});
   EXPECT_VALUE_ERROR(

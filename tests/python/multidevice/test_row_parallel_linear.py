@@ -86,12 +86,32 @@ def test_host_program_structure(multidevice_test):
     communication = next(i for i, line in enumerate(body) if line.startswith("Communication 0"))
     assert f"type=Allreduce, team=({team})" in body[communication]
     assert body[communication].endswith(f"backend={backend})")
+    # The linear writes the output chunk and the allreduce reduces it in place.
+    chunk = re.search(r"output=(T\d+)_l___bfloat", body[communication]).group(1)
+    assert f"input={chunk}_l___bfloat" in body[communication]
+    assert body[communication - 3].startswith(f"{chunk}_l___bfloat")
+    assert body[communication - 2].startswith("= linear(T4_l___bfloat")
     assert body[communication + 1] == "Wait(Communication 0)"
-    assert body[communication + 2].startswith("Deallocate(T3_g___bfloat")
+    assert not any("ALLOCATE" in line for line in body), "no temporary per chunk"
     assert lines[loops[1] - 1] == "SetCurrentStream(Stream 0)"
     join_index = re.fullmatch(r"FOR (i\d+) from 0 to 3:", lines[loops[1]]).group(1)
     assert join_index != index
     assert lines[loops[1] + 1] == f"Synchronize(Stream {join_index})"
+
+
+def test_copy_before_the_allreduce_can_be_kept(multidevice_test):
+    """With InplaceAllreduce disabled, the linear writes a temporary that is
+    copied into the output chunk: the same result, through another program."""
+    d, s, h, t = multidevice_test.size, 3, 8, 13
+    fd = row_parallel_linear(d, s, h)
+    inp, w = integer_inputs(t, h, seed=9)
+    inp_tv, w_tv = fd.fusion.inputs()
+    shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
+    (inplace,) = fd.execute(shards)
+    (copied,) = fd.execute(shards, _disable_options=["inplace_allreduce"])
+    assert torch.equal(inplace, copied)
+    assert "Deallocate(T3_g___bfloat" in fd.last_host_ir()
+    assert fd._cache.num_programs == 2
 
 
 def test_bad_input_fails_on_every_rank_before_communicating(multidevice_test):
@@ -154,6 +174,24 @@ def test_caller_stream_is_current_again_after_execute(multidevice_test):
     side.synchronize()
     expected = torch.nn.functional.linear(inp.double(), w.double()).to(torch.bfloat16)
     assert torch.equal(out.cpu(), expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_steady_state_never_synchronizes_the_host(multidevice_test):
+    if multidevice_test.device.type != "cuda":
+        pytest.skip("fewer GPUs than local processes")
+    fd = row_parallel_linear(multidevice_test.size, 4, h=16)
+    inp, w = integer_inputs(64, 16, seed=5)
+    inp_tv, w_tv = fd.fusion.inputs()
+    shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
+    fd.execute(shards)  # compiles and creates the communicators
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            fd.execute(shards)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

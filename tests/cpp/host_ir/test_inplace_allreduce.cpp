@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+//
+// InplaceAllreduce: an operation writes the allreduce's buffer directly
+// when the temporary it would write feeds nothing but the allreduce.
+
+#include <gtest/gtest.h>
+
+#include "common/host_ir_outline.h"
+#include "common/row_parallel.h"
+#include "host_ir/lower.h"
+#include "host_ir/passes/inplace_allreduce.h"
+#include "host_ir/verifier.h"
+#include "passes/pipeline.h"
+
+namespace mdfuser {
+namespace {
+
+using namespace hir;
+
+std::unique_ptr<HostIrContainer> lowered(int64_t s) {
+  std::unique_ptr<Fusion> fusion = test::makeRowParallelLinear(2, 2, s);
+  runFusionPasses(fusion.get());
+  return lowerToHostIr(std::move(fusion), {});
+}
+
+TEST(InplaceAllreduce, LinearWritesTheOutputChunkAndItIsReducedInPlace) {
+  auto hic = lowered(3);
+  ASSERT_EQ(test::outline(*hic), R"(FOR i1 stream
+  T4 = ShardByStream(T0, i1)
+  T3 = linear(T4, T1)
+  T5 = ShardByStream(T2, i1)
+  Communication 0 T3 -> T5
+  Wait 0
+)");
+  inplaceAllreduce(*hic);
+  verify(*hic);
+  EXPECT_EQ(test::outline(*hic), R"(FOR i1 stream
+  T4 = ShardByStream(T0, i1)
+  T5 = ShardByStream(T2, i1)
+  T5 = linear(T4, T1)
+  Communication 0 T5 -> T5
+  Wait 0
+)") << "the chunk view moves up so that the linear can write it; T3 is gone";
+}
+
+TEST(InplaceAllreduce, WithoutStreamsTheOutputItselfIsWritten) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  fusion->addOutput(linear(inp, w));
+  const DeviceMesh mesh({0, 1});
+  for (TensorView* tv : {inp, w}) {
+    tv->setDeviceMesh(mesh);
+    tv->outerSplit(1, 2);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  runFusionPasses(fusion.get());
+  auto hic = lowerToHostIr(std::move(fusion), {});
+  inplaceAllreduce(*hic);
+  EXPECT_EQ(test::outline(*hic), R"(T2 = linear(T0, T1)
+Communication 0 T2 -> T2
+Wait 0
+)");
+}
+
+TEST(InplaceAllreduce, TemporaryWithAnotherUseIsKept) {
+  // T2 also feeds a copy: the linear must keep writing it.
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* t0 = fusion->defineTensor({4}, {}, DataType::Float);
+  auto tensor = [&] {
+    std::vector<IterDomain*> ids = {
+        fusion->create<IterDomain>(constant(fusion.get(), 4))};
+    return fusion->create<TensorView>(ids, DataType::Float);
+  };
+  TensorView* t1 = tensor();
+  TensorView* t2 = tensor();
+  TensorView* t3 = tensor();
+  fusion->addOutput(t2);
+  fusion->addOutput(t3);
+  Fusion* raw = fusion.get();
+  auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
+  auto* comm = hic->create<Communication>(
+      CommunicationType::Allreduce,
+      std::vector<int64_t>{0, 1},
+      t1,
+      t2,
+      CommunicatorBackend::kGloo);
+  hic->topLevel().pushBack(hic->create<LoadStoreOp>(t1, t0));
+  hic->topLevel().pushBack(comm);
+  hic->topLevel().pushBack(hic->create<Wait>(comm));
+  hic->topLevel().pushBack(hic->create<LoadStoreOp>(t3, t1));
+  const std::string before = test::outline(*hic);
+  inplaceAllreduce(*hic);
+  EXPECT_EQ(test::outline(*hic), before);
+  EXPECT_EQ(raw->outputs().size(), 2u);
+}
+
+TEST(InplaceAllreduce, ProducerReadingTheOutputBufferIsKept) {
+  // T1 = set(T2) then allreduce T1 into T2: writing T2 directly would
+  // overwrite what the producer reads.
+  auto fusion = std::make_unique<Fusion>();
+  fusion->defineTensor({4}, {}, DataType::Float);
+  auto tensor = [&] {
+    std::vector<IterDomain*> ids = {
+        fusion->create<IterDomain>(constant(fusion.get(), 4))};
+    return fusion->create<TensorView>(ids, DataType::Float);
+  };
+  TensorView* t1 = tensor();
+  TensorView* t2 = tensor();
+  fusion->addOutput(t2);
+  auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
+  auto* comm = hic->create<Communication>(
+      CommunicationType::Allreduce,
+      std::vector<int64_t>{0, 1},
+      t1,
+      t2,
+      CommunicatorBackend::kGloo);
+  hic->topLevel().pushBack(hic->create<LoadStoreOp>(t1, t2));
+  hic->topLevel().pushBack(comm);
+  hic->topLevel().pushBack(hic->create<Wait>(comm));
+  const std::string before = test::outline(*hic);
+  inplaceAllreduce(*hic);
+  EXPECT_EQ(test::outline(*hic), before);
+}
+
+} // namespace
+} // namespace mdfuser
