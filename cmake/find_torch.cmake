@@ -25,6 +25,16 @@ list(GET _torch_info 2 MDFUSER_TORCH_HAS_NCCL)
 list(GET _torch_info 3 MDFUSER_TORCH_HAS_CUDA)
 list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")
 
+# The headers of the NCCL that torch loads (the nvidia-nccl wheel), if any:
+# c10d's NCCL classes change layout with the NCCL version.
+execute_process(
+  COMMAND ${Python_EXECUTABLE} -c
+    "import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], 'include'))"
+  OUTPUT_VARIABLE MDFUSER_NCCL_INCLUDE_DIR
+  RESULT_VARIABLE _nccl_result
+  OUTPUT_STRIP_TRAILING_WHITESPACE
+  ERROR_QUIET)
+
 if(MDFUSER_TORCH_HAS_CUDA)
   # torch's CMake config asks for the architecture list itself; Hopper by
   # default, overridable from the environment.
@@ -59,6 +69,10 @@ elseif(MDFUSER_TORCH_HAS_GLOO)
 endif()
 if(MDFUSER_TORCH_HAS_NCCL)
   target_compile_definitions(mdfuser_torch INTERFACE USE_C10D_NCCL)
+  if(_nccl_result EQUAL 0 AND EXISTS "${MDFUSER_NCCL_INCLUDE_DIR}/nccl.h")
+    # Before the CUDA toolkit's, which may ship another NCCL version.
+    target_include_directories(mdfuser_torch SYSTEM BEFORE INTERFACE "${MDFUSER_NCCL_INCLUDE_DIR}")
+  endif()
 endif()
 add_library(mdfuser::torch ALIAS mdfuser_torch)
 

@@ -4,26 +4,36 @@
 # One call on a bare GPU machine: build mdfuser for Hopper, run the C++
 # tests, the GPU tests on one GPU and under torchrun on 2 and 4 GPUs,
 # compute-sanitizer on a small case, then the row-parallel benchmark.
-# Every step runs even when an earlier one fails; logs and results go to
-# $OUT (see doc/gpu_machines.md for what the machine lacks and how the
+# Every step runs even when an earlier one fails. Results go to $OUT: the
+# summary, one log of every step, the benchmark JSON and rank 0's profiler
+# traces (see doc/gpu_machines.md for what the machine lacks and how the
 # .carry folder supplies it).
 #
-#   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--sizes H,T]
+#   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--sweep] [--sanitizer] [--sizes H,T]
+#
+# --sweep replaces the benchmark runs with a sweep of NCCL settings at the
+# largest world size (stream priority, number of channels).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/gpu-out}
-WORK=$OUT/work
-mkdir -p "$WORK"
+WORK=$(mktemp -d)
+mkdir -p "$OUT"
+LOG=$OUT/log.txt
+: >"$LOG"
 SKIP_TESTS=0
 SKIP_BENCH=0
+SANITIZER=0
+SWEEP=0
 H=8192
 T=8192
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-tests) SKIP_TESTS=1 ;;
     --skip-bench) SKIP_BENCH=1 ;;
+    --sanitizer) SANITIZER=1 ;;
+    --sweep) SWEEP=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -35,23 +45,31 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 MDFUSER_TIMEOUT_S=120
 export PYTHONPATH=$ROOT/python:$ROOT/tests/python${PYTHONPATH:+:$PYTHONPATH}
 PYTHON=$(command -v python3)
+# The image points CXX at /opt/gcc's g++, whose libstdc++ headers do not
+# match the system libstdc++ that Python and torch load: code it compiles
+# crashes in iostreams. Build with the system compiler.
+if [ -x /usr/bin/g++ ]; then
+  export CXX=/usr/bin/g++
+fi
+rm -rf "$ROOT/build-gpu"
 NGPU=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 
-# step NAME TIMEOUT_S COMMAND...: runs a step with a time limit, logs it to
-# $WORK/NAME.log and records its outcome in the summary.
+# step NAME TIMEOUT_S COMMAND...: runs a step with a time limit, appends its
+# output to the log and records its outcome in the summary.
 step() {
   local name=$1 limit=$2
   shift 2
   local start=$SECONDS rc=0
-  echo "=== $name: $*"
-  timeout --kill-after=10 "$limit" "$@" >"$WORK/$name.log" 2>&1 || rc=$?
+  echo "=== $name: $*" | tee -a "$LOG"
+  timeout --kill-after=10 "$limit" "$@" >"$WORK/step.log" 2>&1 || rc=$?
+  cat "$WORK/step.log" >>"$LOG"
   local verdict=ok
   [ "$rc" -eq 0 ] || verdict="FAILED rc=$rc"
   [ "$rc" -ne 124 ] || verdict="TIMED OUT after ${limit}s"
   printf '%-28s %-22s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$SUMMARY"
-  tail -n 5 "$WORK/$name.log"
+  tail -n 4 "$WORK/step.log"
   return 0
 }
 
@@ -62,9 +80,11 @@ step() {
   "$PYTHON" -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"
   cmake --version | head -1; ninja --version; nvcc --version | tail -1
   command -v mpirun || echo "no mpirun"
+  echo "CXX: ${CXX:-unset} $("${CXX:-g++}" -dumpfullversion); libstdc++: $("${CXX:-g++}" -print-file-name=libstdc++.so.6)"
+  "$PYTHON" -c "import torch; print([l.split()[-1] for l in open('/proc/self/maps') if 'libstdc++' in l][:1])"
   command -v compute-sanitizer || echo "no compute-sanitizer"
   nproc; free -g | head -2
-} >"$WORK/env.log" 2>&1
+} >>"$LOG" 2>&1
 echo "GPUs: $NGPU" | tee -a "$SUMMARY"
 
 # --- build -----------------------------------------------------------------
@@ -73,37 +93,59 @@ step configure 300 cmake -S "$ROOT" -B "$ROOT/build-gpu" -G Ninja \
   -DMDFUSER_GTEST_SOURCE_DIR="$ROOT/.carry/googletest" \
   -DMDFUSER_GLOO_INCLUDE_DIR="$ROOT/.carry/gloo-include" \
   -DTORCH_CUDA_ARCH_LIST=9.0a
-step build 900 cmake --build "$ROOT/build-gpu" -j "$(nproc)"
+step build 400 cmake --build "$ROOT/build-gpu" -j "$(nproc)"
+step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s|torch_python'"
 
 # --- tests -----------------------------------------------------------------
 if [ "$SKIP_TESTS" -eq 0 ]; then
-  step ctest 300 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
-  step pytest_1proc 600 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider -x
+  step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
+  step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
   for n in 2 4; do
     [ "$NGPU" -ge "$n" ] || continue
-    step "pytest_torchrun_$n" 600 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
+    step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
       -m pytest tests/python/multidevice -q -p no:cacheprovider
   done
+fi
+if [ "$SANITIZER" -eq 1 ]; then
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-      step "sanitizer_$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      step "sanitizer_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 99 \
         "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3
     done
   fi
 fi
 
 # --- benchmark -------------------------------------------------------------
+bench() { # bench NAME NPROC ARGS...
+  local name=$1 n=$2
+  shift 2
+  step "$name" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + RANDOM % 400)) \
+    benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --iters 60 \
+    --json "$OUT/$name.json" "$@"
+}
+if [ "$SWEEP" -eq 1 ]; then
+  n=$NGPU
+  [ "$n" -le 4 ] || n=4
+  bench "sweep_d${n}_hp" "$n" --nccl-high-priority
+  (export NCCL_MAX_NCHANNELS=8; bench "sweep_d${n}_hp_8channels" "$n" --nccl-high-priority)
+  (export NCCL_MAX_NCHANNELS=16; bench "sweep_d${n}_hp_16channels" "$n" --nccl-high-priority)
+  (export NCCL_MAX_NCHANNELS=8; bench "sweep_d${n}_8channels" "$n")
+  SKIP_BENCH=1
+fi
 if [ "$SKIP_BENCH" -eq 0 ]; then
   for n in 2 4; do
     [ "$NGPU" -ge "$n" ] || continue
-    step "bench_d$n" 600 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
+    # NCCL on default-priority streams (with a profiler trace), then on
+    # high-priority ones.
+    step "bench_d$n" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
       --json "$OUT/row_parallel_linear_d$n.json" --trace "$WORK/trace_d$n"
+    cp "$WORK/trace_d$n/trace_rank0.json" "$OUT/trace_d${n}_rank0.json" 2>/dev/null
+    step "bench_d${n}_high_priority" 300 torchrun --nproc-per-node "$n" --master-port $((29510 + n)) \
+      benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --nccl-high-priority \
+      --json "$OUT/row_parallel_linear_d${n}_hp.json"
   done
 fi
 
-# At most a few files come back: the summary, the JSON results, and one
-# archive of every log and trace.
-tar -czf "$OUT/logs.tar.gz" -C "$OUT" work
 rm -rf "$WORK"
 cat "$SUMMARY"
