@@ -129,6 +129,13 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   options.launcher_port =
       read_port("MASTER_PORT").value_or(options.launcher_port);
   options.port = read_port("MDFUSER_PORT").value_or(options.launcher_port);
+  if (std::optional<int64_t> high = envInt("MDFUSER_NCCL_HIGH_PRIORITY")) {
+    MDF_USER_CHECK(
+        *high == 0 || *high == 1,
+        "MDFUSER_NCCL_HIGH_PRIORITY must be 0 or 1, got ",
+        *high);
+    options.nccl_high_priority = *high == 1;
+  }
   if (std::optional<int64_t> timeout = envInt("MDFUSER_TIMEOUT_S")) {
     MDF_USER_CHECK(
         *timeout > 0, "MDFUSER_TIMEOUT_S must be positive, got ", *timeout);
@@ -312,7 +319,8 @@ c10d::Backend& Communicator::backend(
       }
       case hir::CommunicatorBackend::kNccl: {
 #ifdef USE_C10D_NCCL
-        auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+        auto nccl_options = c10d::ProcessGroupNCCL::Options::create(
+            options_.nccl_high_priority);
         nccl_options->timeout = options_.timeout;
         backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
             store, team_rank, team_size, nccl_options);

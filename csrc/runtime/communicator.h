@@ -60,6 +60,9 @@ struct CommunicatorOptions {
   // Bound on every wait for a peer (rendezvous, collectives, barriers,
   // shutdown): MDFUSER_TIMEOUT_S seconds, default 300.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Run NCCL collectives on high-priority streams, so that their blocks are
+  // scheduled ahead of queued compute: MDFUSER_NCCL_HIGH_PRIORITY=1.
+  bool nccl_high_priority = false;
 
   static CommunicatorOptions fromEnvironment();
 };

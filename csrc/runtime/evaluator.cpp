@@ -104,6 +104,9 @@ class Interpreter {
       runAllocate(alloc);
     } else if (
         const auto* dealloc = dynamic_cast<const hir::Deallocate*>(expr)) {
+      // The buffer may have been allocated on another stream than the one
+      // its last use ran on.
+      streams_.recordUse(tensor(dealloc->buffer()).storage().data_ptr());
       state_.tensors.erase(dealloc->buffer());
     } else if (
         const auto* view = dynamic_cast<const hir::ShardByStream*>(expr)) {

@@ -23,6 +23,7 @@ std::vector<int64_t> signatureOf(
     const std::vector<at::Tensor>& inputs, const ExecuteOptions& options) {
   std::vector<int64_t> key;
   key.push_back(options.inplace_allreduce ? 1 : 0);
+  key.push_back(options.compute_on_main_stream ? 1 : 0);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
     key.push_back(static_cast<int64_t>(t.scalar_type()));
@@ -80,7 +81,10 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
   hir::runHostPasses(
       *program->hic,
       {.dump_after_each_pass = show(dump.host_ir_passes),
-       .inplace_allreduce = options.inplace_allreduce});
+       .inplace_allreduce = options.inplace_allreduce,
+       .stream_schedule = options.compute_on_main_stream
+                              ? hir::StreamSchedule::kCommunicationPerStream
+                              : hir::StreamSchedule::kIterationPerStream});
   if (std::ostream* os = show(dump.host_ir)) {
     *os << program->hic->toString() << std::flush;
   }

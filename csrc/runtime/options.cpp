@@ -86,7 +86,8 @@ ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& disable) {
   // Host IR lowering is mdfuser's only execution path, so asking for it is
   // accepted and changes nothing.
-  const std::vector<std::string> known_enable = {"host_ir_lowering"};
+  const std::vector<std::string> known_enable = {
+      "compute_on_main_stream", "host_ir_lowering"};
   const std::vector<std::string> known_disable = {"inplace_allreduce"};
   auto check = [](const std::vector<std::string>& names,
                   const std::vector<std::string>& known,
@@ -109,6 +110,11 @@ ExecuteOptions ExecuteOptions::parse(
   check(enable, known_enable, "_enable_options");
   check(disable, known_disable, "_disable_options");
   ExecuteOptions options;
+  for (const std::string& name : enable) {
+    if (name == "compute_on_main_stream") {
+      options.compute_on_main_stream = true;
+    }
+  }
   for (const std::string& name : disable) {
     if (name == "inplace_allreduce") {
       options.inplace_allreduce = false;

@@ -27,6 +27,9 @@ struct ExecuteOptions {
   // Operations write straight into allreduce buffers (InplaceAllreduce);
   // disabled by "inplace_allreduce", to measure what it saves.
   bool inplace_allreduce = true;
+  // Computation on the caller's stream, communications on worker streams
+  // (StreamSchedule::kCommunicationPerStream); "compute_on_main_stream".
+  bool compute_on_main_stream = false;
 
   static ExecuteOptions parse(
       const std::vector<std::string>& enable,

@@ -36,6 +36,12 @@ c10::Stream StreamSet::worker(int64_t index) {
   return workers_[index];
 }
 
+void StreamSet::recordUse(const c10::DataPtr& data) {
+  if (impl_) {
+    impl_->recordDataPtrOnStream(data, current());
+  }
+}
+
 void StreamSet::waitFor(c10::Stream stream) {
   if (!impl_) {
     return;

@@ -27,6 +27,9 @@ class StreamSet {
   c10::Stream worker(int64_t index);
   // Makes the current stream wait for the work queued so far on `stream`.
   void waitFor(c10::Stream stream);
+  // Keeps the caching allocator from reusing `data` before the work queued
+  // so far on the current stream is done, whichever stream allocated it.
+  void recordUse(const c10::DataPtr& data);
 
  private:
   c10::Device device_;

@@ -1,23 +1,26 @@
 // SPDX-License-Identifier: MIT
 #include "host_ir/passes/assign_streams.h"
 
+#include <algorithm>
+
 #include "ir/errors.h"
 
 namespace mdfuser::hir {
 
 namespace {
 
-// True when `loop` already starts by switching to its worker stream.
+// True when `loop` already switches to its worker stream.
 bool isAssigned(const ForLoop* loop) {
-  const auto& body = loop->body().exprs();
-  if (body.empty()) {
-    return false;
+  for (const Expr* expr : loop->body().exprs()) {
+    const auto* set = dynamic_cast<const SetCurrentStream*>(expr);
+    if (set != nullptr && set->stream()->index() == loop->index()) {
+      return true;
+    }
   }
-  const auto* set = dynamic_cast<const SetCurrentStream*>(body.front());
-  return set != nullptr && set->stream()->index() == loop->index();
+  return false;
 }
 
-void assignScope(HostIrContainer& hic, Scope& scope) {
+void assignScope(HostIrContainer& hic, Scope& scope, StreamSchedule schedule) {
   std::vector<Expr*> exprs;
   for (Expr* expr : scope.exprs()) {
     auto* loop = dynamic_cast<ForLoop*>(expr);
@@ -25,7 +28,7 @@ void assignScope(HostIrContainer& hic, Scope& scope) {
       exprs.push_back(expr);
       continue;
     }
-    assignScope(hic, loop->body());
+    assignScope(hic, loop->body(), schedule);
     if (loop->parallelType() != ParallelType::Stream) {
       exprs.push_back(loop);
       continue;
@@ -38,12 +41,26 @@ void assignScope(HostIrContainer& hic, Scope& scope) {
     auto* main = hic.create<Stream>();
     exprs.push_back(hic.create<GetCurrentStream>(main));
 
-    std::vector<Expr*> body;
+    // Where the iteration moves to its worker stream: at the top, or at its
+    // first communication.
+    const auto& old_body = loop->body().exprs();
+    auto on_worker = old_body.begin();
+    if (schedule == StreamSchedule::kCommunicationPerStream) {
+      on_worker = std::find_if(old_body.begin(), old_body.end(), [](Expr* e) {
+        return dynamic_cast<Communication*>(e) != nullptr;
+      });
+      if (on_worker == old_body.end()) {
+        on_worker = old_body.begin();
+      }
+    }
+    std::vector<Expr*> body(old_body.begin(), on_worker);
     body.push_back(
         hic.create<SetCurrentStream>(hic.create<Stream>(loop->index())));
     body.push_back(hic.create<Synchronize>(main));
-    const auto& old_body = loop->body().exprs();
-    body.insert(body.end(), old_body.begin(), old_body.end());
+    body.insert(body.end(), on_worker, old_body.end());
+    if (on_worker != old_body.begin()) {
+      body.push_back(hic.create<SetCurrentStream>(main));
+    }
     loop->body().setExprs(std::move(body));
     exprs.push_back(loop);
 
@@ -59,8 +76,8 @@ void assignScope(HostIrContainer& hic, Scope& scope) {
 
 } // namespace
 
-void assignStreams(HostIrContainer& hic) {
-  assignScope(hic, hic.topLevel());
+void assignStreams(HostIrContainer& hic, StreamSchedule schedule) {
+  assignScope(hic, hic.topLevel(), schedule);
 }
 
 } // namespace mdfuser::hir

@@ -20,6 +20,28 @@ namespace mdfuser::hir {
 // left as they are, though Stream loops nested in them are rewritten. A
 // nested Stream loop treats the worker stream it runs on as its main stream.
 // Each scope is rebuilt in order, never patched through iterators.
-void assignStreams(HostIrContainer& hic);
+//
+// With StreamSchedule::kCommunicationPerStream, the statements before an
+// iteration's first Communication stay on the main stream, in order, and the
+// switch to the worker stream comes right before that Communication; the
+// iteration switches back to the main stream at its end:
+//
+//   FOR i from a to b:
+//     ...compute chunk i...          //   on the main stream, one after another
+//     SetCurrentStream(Stream i)
+//     Synchronize(Stream m)          //   after chunk i is computed
+//     Communication / Wait           //   overlaps chunk i + 1's compute
+//     SetCurrentStream(Stream m)
+enum class StreamSchedule {
+  // Each iteration runs on its own worker stream.
+  kIterationPerStream,
+  // Computation stays on the main stream; each iteration's communications
+  // run on its worker stream.
+  kCommunicationPerStream,
+};
+
+void assignStreams(
+    HostIrContainer& hic,
+    StreamSchedule schedule = StreamSchedule::kIterationPerStream);
 
 } // namespace mdfuser::hir

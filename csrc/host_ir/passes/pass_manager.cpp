@@ -2,7 +2,6 @@
 #include "host_ir/passes/pass_manager.h"
 
 #include "host_ir/passes/allocate_and_deallocate.h"
-#include "host_ir/passes/assign_streams.h"
 #include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/verifier.h"
 
@@ -32,7 +31,11 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
     manager.add({"InplaceAllreduce", inplaceAllreduce});
   }
   manager.add({"AllocateAndDeallocate", allocateAndDeallocate, true})
-      .add({"AssignStreams", assignStreams})
+      .add(
+          {"AssignStreams",
+           [schedule = options.stream_schedule](HostIrContainer& h) {
+             assignStreams(h, schedule);
+           }})
       .run(hic);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "host_ir/host_ir_container.h"
+#include "host_ir/passes/assign_streams.h"
 
 namespace mdfuser::hir {
 
@@ -17,6 +18,8 @@ struct HostPassOptions {
   bool verify = true;
   // Run InplaceAllreduce.
   bool inplace_allreduce = true;
+  // How AssignStreams places Stream loop iterations.
+  StreamSchedule stream_schedule = StreamSchedule::kIterationPerStream;
 };
 
 // Runs host passes in order, verifying the program after each and dumping

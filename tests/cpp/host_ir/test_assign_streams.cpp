@@ -122,6 +122,53 @@ FOR i3 serial
 )");
 }
 
+TEST_F(AssignStreamsTest, CommunicationPerStreamKeepsComputeOnTheMainStream) {
+  ForLoop* l = loop(ParallelType::Stream);
+  auto* comm = hic_->create<Communication>(
+      CommunicationType::Allreduce,
+      std::vector<int64_t>{0, 1},
+      out_,
+      out_,
+      CommunicatorBackend::kNccl);
+  l->body().pushBack(work());
+  l->body().pushBack(comm);
+  l->body().pushBack(hic_->create<Wait>(comm));
+  hic_->topLevel().pushBack(l);
+
+  assignStreams(*hic_, StreamSchedule::kCommunicationPerStream);
+  verify(*hic_);
+  // The copy runs on the main stream in iteration order; the allreduce of
+  // iteration i0 waits for it on worker i0 while the next copy proceeds.
+  EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  T1 = set(T0)
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  Communication 0 T1 -> T1
+  Wait 0
+  SetCurrentStream(Stream 0)
+SetCurrentStream(Stream 0)
+FOR i1 serial
+  Synchronize(Stream i1)
+)");
+}
+
+TEST_F(AssignStreamsTest, CommunicationPerStreamWithoutCommunication) {
+  ForLoop* l = loop(ParallelType::Stream);
+  l->body().pushBack(work());
+  hic_->topLevel().pushBack(l);
+  assignStreams(*hic_, StreamSchedule::kCommunicationPerStream);
+  EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  T1 = set(T0)
+SetCurrentStream(Stream 0)
+FOR i1 serial
+  Synchronize(Stream i1)
+)") << "with nothing to overlap, the whole iteration goes to its worker";
+}
+
 TEST_F(AssignStreamsTest, RunningTwiceIsABug) {
   ForLoop* l = loop(ParallelType::Stream);
   l->body().pushBack(work());

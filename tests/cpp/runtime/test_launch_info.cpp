@@ -25,7 +25,8 @@ const char* kLauncherVariables[] = {
     "MASTER_ADDR",
     "MASTER_PORT",
     "MDFUSER_PORT",
-    "MDFUSER_TIMEOUT_S"};
+    "MDFUSER_TIMEOUT_S",
+    "MDFUSER_NCCL_HIGH_PRIORITY"};
 
 // Starts every test from an environment without launcher variables.
 class LaunchInfoTest : public ::testing::Test {
@@ -107,6 +108,16 @@ TEST_F(LaunchInfoTest, MdfuserPortWinsOverMasterPort) {
   EXPECT_EQ(options.port, 4321);
   EXPECT_EQ(options.launcher_port, 1234) << "torchrun's store stays put";
   EXPECT_EQ(options.timeout, std::chrono::seconds(7));
+}
+
+TEST_F(LaunchInfoTest, NcclPriorityIsAnOption) {
+  EXPECT_FALSE(CommunicatorOptions::fromEnvironment().nccl_high_priority);
+  env_.set("MDFUSER_NCCL_HIGH_PRIORITY", "1");
+  EXPECT_TRUE(CommunicatorOptions::fromEnvironment().nccl_high_priority);
+  env_.set("MDFUSER_NCCL_HIGH_PRIORITY", "2");
+  EXPECT_VALUE_ERROR(
+      CommunicatorOptions::fromEnvironment(),
+      "MDFUSER_NCCL_HIGH_PRIORITY must be 0 or 1, got 2");
 }
 
 TEST_F(LaunchInfoTest, BadPortAndTimeoutAreUserErrors) {

@@ -30,6 +30,12 @@ TEST(DumpOptions, UnknownNameListsTheValidOnes) {
       "options are: fusion_ir, fusion_ir_passes, host_ir, host_ir_passes");
 }
 
+TEST(ExecuteOptions, ComputeCanStayOnTheMainStream) {
+  EXPECT_FALSE(ExecuteOptions::parse({}, {}).compute_on_main_stream);
+  EXPECT_TRUE(ExecuteOptions::parse({"compute_on_main_stream"}, {})
+                  .compute_on_main_stream);
+}
+
 TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
   EXPECT_TRUE(ExecuteOptions::parse({}, {}).inplace_allreduce);
   EXPECT_FALSE(
@@ -41,7 +47,7 @@ TEST(ExecuteOptions, HostIrLoweringIsAcceptedAndUnknownNamesAreNot) {
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({"fast_math"}, {}),
       "unknown option 'fast_math' in _enable_options; valid options are: "
-      "host_ir_lowering");
+      "compute_on_main_stream, host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");

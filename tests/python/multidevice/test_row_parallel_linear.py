@@ -114,6 +114,26 @@ def test_copy_before_the_allreduce_can_be_kept(multidevice_test):
     assert fd._cache.num_programs == 2
 
 
+def test_compute_can_stay_on_the_main_stream(multidevice_test):
+    """compute_on_main_stream: GEMMs in order on the caller's stream, each
+    chunk's allreduce on its worker stream. Same result, other program."""
+    d, s, h, t = multidevice_test.size, 4, 16, 30
+    fd = row_parallel_linear(d, s, h)
+    inp, w = integer_inputs(t, h, seed=4)
+    inp_tv, w_tv = fd.fusion.inputs()
+    shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
+    (out,) = fd.execute(shards, _enable_options=["compute_on_main_stream"])
+    expected = torch.nn.functional.linear(inp.double(), w.double()).to(torch.bfloat16)
+    assert torch.equal(out.cpu(), expected)
+    lines = [line.strip() for line in fd.last_host_ir().splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("FOR "))
+    switch = next(
+        i for i in range(loop, len(lines)) if lines[i].startswith("SetCurrentStream(Stream i")
+    )
+    assert any(line.startswith("= linear(") for line in lines[loop:switch])
+    assert lines[switch + 2].startswith("Communication 0")
+
+
 def test_bad_input_fails_on_every_rank_before_communicating(multidevice_test):
     fd = row_parallel_linear(multidevice_test.size, 2, h=8)
     inp, w = integer_inputs(8, 8, seed=1)
