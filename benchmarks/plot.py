@@ -25,7 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 LINE_STYLES = {
     "mdfuser": dict(color="tab:blue", marker="o"),
     "mdfuser_copy": dict(color="tab:cyan", marker="^", linestyle="--"),
+    "mdfuser_pipeline": dict(color="tab:brown", marker="v"),
     "torch_streams": dict(color="tab:orange", marker="s"),
+    "torch_pipeline": dict(color="tab:olive", marker="D", linestyle="--"),
 }
 FLAT_STYLES = {
     "torch_no_overlap": dict(color="tab:red", linestyle="--"),

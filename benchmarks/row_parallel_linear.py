@@ -38,6 +38,9 @@ TOLERANCE = 2e-2
 # mdfuser without InplaceAllreduce: the partial sums are copied into the
 # output chunk before each allreduce.
 COPY = ["inplace_allreduce"]
+# mdfuser with the GEMMs in order on the caller's stream and each chunk's
+# allreduce on its worker stream.
+PIPELINE = ["compute_on_main_stream"]
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
 COLUMNS += ["busbw_GB/s", "x_streams", "x_no_ovl", "overlap_eff", "floor"]
 WIDTHS = [17, 3, 11, 9, 9, 12, 12, 11, 10, 13, 7]
@@ -62,6 +65,9 @@ class Result:
     date: str
     command: str
     torch_version: str
+    nccl_high_priority: bool
+    sm_carveout: int
+    nccl_env: str
     vs_torch_streams: float | None = None
     vs_torch_no_overlap: float | None = None
     overlap_efficiency: float | None = None
@@ -108,7 +114,7 @@ class Timer:
         return [start.elapsed_time(end) for start, end in events]
 
 
-def init_distributed(device_type: str) -> torch.device:
+def init_distributed(device_type: str, high_priority: bool) -> torch.device:
     """Maps mpirun's variables to torch's, then starts torch.distributed."""
     env = os.environ
     if "OMPI_COMM_WORLD_SIZE" in env:
@@ -127,7 +133,8 @@ def init_distributed(device_type: str) -> torch.device:
     if device_type == "cuda":
         device = torch.device("cuda", int(env["LOCAL_RANK"]))
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
+        options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=high_priority)
+        dist.init_process_group("nccl", device_id=device, pg_options=options)
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo")
@@ -172,6 +179,23 @@ def torch_streams(inp, w, s, streams):
                 dist.all_reduce(out_chunk)
         for stream in streams[:s]:
             main.wait_stream(stream)
+        return out
+
+    return run
+
+
+def torch_pipeline(inp, w, s):
+    """GEMMs in order on the current stream; each chunk's allreduce is posted as
+    soon as its GEMM is queued and runs on NCCL's stream beside the next GEMMs."""
+
+    def run() -> torch.Tensor:
+        out = torch.empty(inp.size(0), w.size(0), dtype=inp.dtype, device=inp.device)
+        works = []
+        for inp_chunk, out_chunk in zip(inp.tensor_split(s), out.tensor_split(s)):
+            torch.mm(inp_chunk, w.t(), out=out_chunk)
+            works.append(dist.all_reduce(out_chunk, async_op=True))
+        for work in works:
+            work.wait()
         return out
 
     return run
@@ -243,6 +267,17 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
     p.add_argument("--trace", metavar="DIR", help="write DIR/trace_rank<r>.json")
     p.add_argument(
+        "--sm-carveout",
+        type=int,
+        default=0,
+        help="SMs each GEMM leaves free while it overlaps communication (cuBLASLt)",
+    )
+    p.add_argument(
+        "--nccl-high-priority",
+        action="store_true",
+        help="NCCL on high-priority streams, for mdfuser and torch alike",
+    )
+    p.add_argument(
         "--device",
         choices=("cuda", "cpu"),
         default="cuda" if torch.cuda.is_available() else "cpu",
@@ -269,8 +304,12 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
         check(f"mdfuser s={s} vs torch_no_overlap", errors[s], rank)
         err = max_rel_err(fd.execute([inp, w], _disable_options=COPY)[0], reference)
         check(f"mdfuser_copy s={s} vs torch_no_overlap", err, rank)
+        err = max_rel_err(fd.execute([inp, w], _enable_options=PIPELINE)[0], reference)
+        check(f"mdfuser_pipeline s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_streams(inp, w, s, streams)(), reference)
         check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
+        err = max_rel_err(torch_pipeline(inp, w, s)(), reference)
+        check(f"torch_pipeline s={s} vs torch_no_overlap", err, rank)
     return reference, errors
 
 
@@ -282,7 +321,7 @@ def add_ratios(results: list[Result]) -> None:
         streams_ms = median.get(("torch_streams", r.num_chunks))
         r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
         r.vs_torch_no_overlap = r.median_ms / median[("torch_no_overlap", 1)]
-        if r.variant in ("mdfuser", "mdfuser_copy", "torch_streams", "torch_no_overlap"):
+        if r.tflops is not None and r.algbw_gbps is not None:
             r.overlap_efficiency = (t_gemm + t_ar - r.median_ms) / min(t_gemm, t_ar)
             r.floor_ratio = r.median_ms / max(t_gemm, t_ar)
 
@@ -301,7 +340,10 @@ def write_trace(fd, inputs, directory: str, rank: int, timer: Timer) -> None:
 
 def main() -> None:
     args = parse_args()
-    device = init_distributed(args.device)
+    if args.nccl_high_priority:
+        # Read by mdfuser's communicator when it creates its NCCL backend.
+        os.environ["MDFUSER_NCCL_HIGH_PRIORITY"] = "1"
+    device = init_distributed(args.device, args.nccl_high_priority)
     comm = Communicator.instance()
     rank, d = comm.rank(), comm.size()
     if (rank, d) != (dist.get_rank(), dist.get_world_size()):
@@ -323,7 +365,10 @@ def main() -> None:
         variants.append(("mdfuser", s, lambda fd=fd: fd.execute([inp, w]), 1, 1))
         copy = lambda fd=fd: fd.execute([inp, w], _disable_options=COPY)  # noqa: E731
         variants.append(("mdfuser_copy", s, copy, 1, 1))
+        pipeline = lambda fd=fd: fd.execute([inp, w], _enable_options=PIPELINE)  # noqa: E731
+        variants.append(("mdfuser_pipeline", s, pipeline, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
+        variants.append(("torch_pipeline", s, torch_pipeline(inp, w, s), 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
     variants.append(("gemm_only", 1, lambda: torch.mm(inp, w.t()), 1, 0))
     variants.append(("allreduce_only", 1, lambda: dist.all_reduce(buffer), 0, 1))
@@ -341,10 +386,23 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
         "torch_version": torch.__version__,
+        "nccl_high_priority": args.nccl_high_priority,
+        "sm_carveout": args.sm_carveout,
+        # The NCCL settings of the run, e.g. "NCCL_MAX_NCHANNELS=8 NCCL_NVLS_ENABLE=0".
+        "nccl_env": " ".join(
+            f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")
+        ),
     }
     results = []
     for variant, s, fn, has_gemm, has_allreduce in variants:
+        # The carve-out applies where GEMMs overlap communication; the parts
+        # alone and the no-overlap reference keep the whole GPU.
+        overlapped = variant.startswith(("mdfuser", "torch_streams", "torch_pipeline"))
+        if cuda and args.sm_carveout and overlapped:
+            torch._C._set_sm_carveout_experimental(args.sm_carveout)
         times = timer(fn)
+        if cuda and args.sm_carveout:
+            torch._C._set_sm_carveout_experimental(None)
         median = statistics.median(times)
         algbw = nbytes / median / 1e6 if has_allreduce else None
         results.append(
