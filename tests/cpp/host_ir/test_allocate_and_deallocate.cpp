@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/host_ir_outline.h"
+#include "common/program_builder.h"
 #include "common/row_parallel.h"
 #include "host_ir/lower.h"
 #include "host_ir/passes/allocate_and_deallocate.h"
@@ -17,34 +18,6 @@ namespace mdfuser {
 namespace {
 
 using namespace hir;
-
-// Builds a program over float tensors of static shapes: inputs come from
-// input(), other tensors from tensor(), statements from the container.
-class ProgramBuilder {
- public:
-  ProgramBuilder() : fusion_(std::make_unique<Fusion>()) {}
-
-  TensorView* input(std::vector<int64_t> shape) {
-    return fusion_->defineTensor(shape, {}, DataType::Float);
-  }
-  TensorView* tensor(std::vector<int64_t> shape) {
-    std::vector<IterDomain*> ids;
-    for (int64_t extent : shape) {
-      ids.push_back(
-          fusion_->create<IterDomain>(constant(fusion_.get(), extent)));
-    }
-    return fusion_->create<TensorView>(ids, DataType::Float);
-  }
-  void output(TensorView* tv) {
-    fusion_->addOutput(tv);
-  }
-  std::unique_ptr<HostIrContainer> build() {
-    return std::make_unique<HostIrContainer>(std::move(fusion_));
-  }
-
- private:
-  std::unique_ptr<Fusion> fusion_;
-};
 
 Expr* copy(HostIrContainer& hic, TensorView* out, TensorView* in) {
   return hic.create<LoadStoreOp>(out, in);
@@ -62,7 +35,7 @@ std::string run(HostIrContainer& hic) {
 }
 
 TEST(AllocateAndDeallocate, IntermediateLivesFromFirstToLastUse) {
-  ProgramBuilder b;
+  test::ProgramBuilder b;
   TensorView* t0 = b.input({4});
   TensorView* t1 = b.tensor({4});
   TensorView* t2 = b.tensor({4});
@@ -82,7 +55,7 @@ Deallocate T1
 TEST(AllocateAndDeallocate, ChunkTemporaryStaysInsideTheNestedLoop) {
   // A serial loop around a stream loop; T1 lives in one iteration of the
   // inner loop, T2 is the program's output.
-  ProgramBuilder b;
+  test::ProgramBuilder b;
   TensorView* t0 = b.input({4});
   TensorView* t1 = b.tensor({4});
   TensorView* t2 = b.tensor({4});
@@ -108,7 +81,7 @@ FOR i0 serial
 TEST(AllocateAndDeallocate, TensorReadBeforeWrittenInALoopIsHoisted) {
   // T1 carries a value from one iteration to the next: it must outlive the
   // loop body.
-  ProgramBuilder b;
+  test::ProgramBuilder b;
   TensorView* t0 = b.input({4});
   TensorView* t1 = b.tensor({4});
   TensorView* t2 = b.tensor({4});
@@ -130,7 +103,7 @@ Deallocate T1
 }
 
 TEST(AllocateAndDeallocate, BufferOutlivesItsCommunicationUntilTheWait) {
-  ProgramBuilder b;
+  test::ProgramBuilder b;
   TensorView* t0 = b.input({4});
   TensorView* t1 = b.tensor({4});
   TensorView* t2 = b.tensor({4});

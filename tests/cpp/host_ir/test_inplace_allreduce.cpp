@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/host_ir_outline.h"
+#include "common/program_builder.h"
 #include "common/row_parallel.h"
 #include "host_ir/lower.h"
 #include "host_ir/passes/inplace_allreduce.h"
@@ -63,61 +64,47 @@ Wait 0
 )");
 }
 
-TEST(InplaceAllreduce, TemporaryWithAnotherUseIsKept) {
-  // T2 also feeds a copy: the linear must keep writing it.
-  auto fusion = std::make_unique<Fusion>();
-  TensorView* t0 = fusion->defineTensor({4}, {}, DataType::Float);
-  auto tensor = [&] {
-    std::vector<IterDomain*> ids = {
-        fusion->create<IterDomain>(constant(fusion.get(), 4))};
-    return fusion->create<TensorView>(ids, DataType::Float);
-  };
-  TensorView* t1 = tensor();
-  TensorView* t2 = tensor();
-  TensorView* t3 = tensor();
-  fusion->addOutput(t2);
-  fusion->addOutput(t3);
-  Fusion* raw = fusion.get();
-  auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
-  auto* comm = hic->create<Communication>(
+// Posts Allreduce(in -> out) and its Wait at the end of the program.
+void allreduce(HostIrContainer& hic, TensorView* in, TensorView* out) {
+  auto* comm = hic.create<Communication>(
       CommunicationType::Allreduce,
       std::vector<int64_t>{0, 1},
-      t1,
-      t2,
+      in,
+      out,
       CommunicatorBackend::kGloo);
+  hic.topLevel().pushBack(comm);
+  hic.topLevel().pushBack(hic.create<Wait>(comm));
+}
+
+TEST(InplaceAllreduce, TemporaryWithAnotherUseIsKept) {
+  // T1 also feeds a copy: its producer must keep writing it.
+  test::ProgramBuilder b;
+  TensorView* t0 = b.input({4});
+  TensorView* t1 = b.tensor({4});
+  TensorView* t2 = b.tensor({4});
+  TensorView* t3 = b.tensor({4});
+  b.output(t2);
+  b.output(t3);
+  auto hic = b.build();
   hic->topLevel().pushBack(hic->create<LoadStoreOp>(t1, t0));
-  hic->topLevel().pushBack(comm);
-  hic->topLevel().pushBack(hic->create<Wait>(comm));
+  allreduce(*hic, t1, t2);
   hic->topLevel().pushBack(hic->create<LoadStoreOp>(t3, t1));
   const std::string before = test::outline(*hic);
   inplaceAllreduce(*hic);
   EXPECT_EQ(test::outline(*hic), before);
-  EXPECT_EQ(raw->outputs().size(), 2u);
 }
 
 TEST(InplaceAllreduce, ProducerReadingTheOutputBufferIsKept) {
   // T1 = set(T2) then allreduce T1 into T2: writing T2 directly would
   // overwrite what the producer reads.
-  auto fusion = std::make_unique<Fusion>();
-  fusion->defineTensor({4}, {}, DataType::Float);
-  auto tensor = [&] {
-    std::vector<IterDomain*> ids = {
-        fusion->create<IterDomain>(constant(fusion.get(), 4))};
-    return fusion->create<TensorView>(ids, DataType::Float);
-  };
-  TensorView* t1 = tensor();
-  TensorView* t2 = tensor();
-  fusion->addOutput(t2);
-  auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
-  auto* comm = hic->create<Communication>(
-      CommunicationType::Allreduce,
-      std::vector<int64_t>{0, 1},
-      t1,
-      t2,
-      CommunicatorBackend::kGloo);
+  test::ProgramBuilder b;
+  b.input({4});
+  TensorView* t1 = b.tensor({4});
+  TensorView* t2 = b.tensor({4});
+  b.output(t2);
+  auto hic = b.build();
   hic->topLevel().pushBack(hic->create<LoadStoreOp>(t1, t2));
-  hic->topLevel().pushBack(comm);
-  hic->topLevel().pushBack(hic->create<Wait>(comm));
+  allreduce(*hic, t1, t2);
   const std::string before = test::outline(*hic);
   inplaceAllreduce(*hic);
   EXPECT_EQ(test::outline(*hic), before);
