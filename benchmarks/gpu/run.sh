@@ -9,7 +9,12 @@
 # traces (see doc/gpu_machines.md for what the machine lacks and how the
 # .carry folder supplies it).
 #
-#   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--sweep] [--sanitizer] [--sizes H,T]
+#   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
+#                         [--sanitizer] [--sizes H,T]
+#
+# The tests and the benchmark run at every world size of 2, 4 and 8 the
+# machine has GPUs for; --high-priority repeats each benchmark with NCCL on
+# high-priority streams.
 #
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).
@@ -26,6 +31,7 @@ SKIP_TESTS=0
 SKIP_BENCH=0
 SANITIZER=0
 SWEEP=0
+HIGH_PRIORITY=0
 H=8192
 T=8192
 while [ $# -gt 0 ]; do
@@ -34,6 +40,7 @@ while [ $# -gt 0 ]; do
     --skip-bench) SKIP_BENCH=1 ;;
     --sanitizer) SANITIZER=1 ;;
     --sweep) SWEEP=1 ;;
+    --high-priority) HIGH_PRIORITY=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -100,7 +107,7 @@ step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
   step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
-  for n in 2 4; do
+  for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
     step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
       -m pytest tests/python/multidevice -q -p no:cacheprovider
@@ -125,7 +132,7 @@ bench() { # bench NAME NPROC ARGS...
 }
 if [ "$SWEEP" -eq 1 ]; then
   n=$NGPU
-  [ "$n" -le 4 ] || n=4
+  [ "$n" -le 8 ] || n=8
   bench "sweep_d${n}_hp" "$n" --nccl-high-priority
   (export NCCL_MAX_NCHANNELS=8; bench "sweep_d${n}_hp_8channels" "$n" --nccl-high-priority)
   (export NCCL_MAX_NCHANNELS=16; bench "sweep_d${n}_hp_16channels" "$n" --nccl-high-priority)
@@ -133,17 +140,25 @@ if [ "$SWEEP" -eq 1 ]; then
   SKIP_BENCH=1
 fi
 if [ "$SKIP_BENCH" -eq 0 ]; then
-  for n in 2 4; do
+  largest=0
+  for n in 2 4 8; do
+    [ "$NGPU" -lt "$n" ] || largest=$n
+  done
+  for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
-    # NCCL on default-priority streams (with a profiler trace), then on
-    # high-priority ones.
+    # A profiler trace of the largest world size only: $OUT returns at most
+    # eight files.
+    trace=()
+    [ "$n" -ne "$largest" ] || trace=(--trace "$WORK/trace_d$n")
     step "bench_d$n" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
-      --json "$OUT/row_parallel_linear_d$n.json" --trace "$WORK/trace_d$n"
+      --json "$OUT/row_parallel_linear_d$n.json" "${trace[@]}"
     cp "$WORK/trace_d$n/trace_rank0.json" "$OUT/trace_d${n}_rank0.json" 2>/dev/null
-    step "bench_d${n}_high_priority" 300 torchrun --nproc-per-node "$n" --master-port $((29510 + n)) \
-      benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --nccl-high-priority \
-      --json "$OUT/row_parallel_linear_d${n}_hp.json"
+    if [ "$HIGH_PRIORITY" -eq 1 ]; then
+      step "bench_d${n}_high_priority" 300 torchrun --nproc-per-node "$n" --master-port $((29510 + n)) \
+        benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --nccl-high-priority \
+        --json "$OUT/row_parallel_linear_d${n}_hp.json"
+    fi
   done
 fi
 
