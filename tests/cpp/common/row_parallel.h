@@ -36,4 +36,19 @@ inline std::unique_ptr<Fusion> makeRowParallelLinear(
   return fusion;
 }
 
+// linear(inp [t, 8], w [4, 8]) on `mesh`, in_features split across its
+// mesh_x axis, without stream split.
+inline std::unique_ptr<Fusion> makeShardedLinear(const DeviceMesh& mesh) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  fusion->addOutput(linear(inp, w));
+  for (TensorView* tv : {inp, w}) {
+    tv->setDeviceMesh(mesh);
+    tv->outerSplit(1, mesh.size(ParallelType::DIDx));
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  return fusion;
+}
+
 } // namespace mdfuser::test

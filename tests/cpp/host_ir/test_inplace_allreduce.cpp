@@ -45,16 +45,7 @@ TEST(InplaceAllreduce, LinearWritesTheOutputChunkAndItIsReducedInPlace) {
 }
 
 TEST(InplaceAllreduce, WithoutStreamsTheOutputItselfIsWritten) {
-  auto fusion = std::make_unique<Fusion>();
-  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
-  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
-  fusion->addOutput(linear(inp, w));
-  const DeviceMesh mesh({0, 1});
-  for (TensorView* tv : {inp, w}) {
-    tv->setDeviceMesh(mesh);
-    tv->outerSplit(1, 2);
-    tv->parallelize(1, ParallelType::DIDx);
-  }
+  auto fusion = test::makeShardedLinear(DeviceMesh({0, 1}));
   runFusionPasses(fusion.get());
   auto hic = lowerToHostIr(std::move(fusion), {});
   inplaceAllreduce(*hic);

@@ -70,16 +70,7 @@ TEST(Lower, BackendFollowsTheOptions) {
 }
 
 TEST(Lower, WithoutStreamSplitNothingLoops) {
-  auto fusion = std::make_unique<Fusion>();
-  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
-  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
-  fusion->addOutput(linear(inp, w));
-  const DeviceMesh mesh({0, 1});
-  for (TensorView* tv : {inp, w}) {
-    tv->setDeviceMesh(mesh);
-    tv->outerSplit(1, 2);
-    tv->parallelize(1, ParallelType::DIDx);
-  }
+  auto fusion = test::makeShardedLinear(DeviceMesh({0, 1}));
   auto hic = lower(std::move(fusion));
   const auto& top = hic->topLevel().exprs();
   ASSERT_EQ(top.size(), 3u);
@@ -90,16 +81,7 @@ TEST(Lower, WithoutStreamSplitNothingLoops) {
 
 TEST(Lower, TeamIsTheMeshAxisThroughTheDevice) {
   // A 2x2 mesh sharded on mesh_x: device 3 reduces with device 2.
-  auto fusion = std::make_unique<Fusion>();
-  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
-  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
-  fusion->addOutput(linear(inp, w));
-  const DeviceMesh mesh({0, 1, 2, 3}, {2, 2});
-  for (TensorView* tv : {inp, w}) {
-    tv->setDeviceMesh(mesh);
-    tv->outerSplit(1, 2);
-    tv->parallelize(1, ParallelType::DIDx);
-  }
+  auto fusion = test::makeShardedLinear(DeviceMesh({0, 1, 2, 3}, {2, 2}));
   auto hic = lower(std::move(fusion), {.device = 3});
   auto* allreduce = dynamic_cast<Communication*>(hic->topLevel().exprs()[1]);
   ASSERT_NE(allreduce, nullptr);
