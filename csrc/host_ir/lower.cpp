@@ -2,6 +2,7 @@
 #include "host_ir/lower.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,13 +15,43 @@ namespace mdfuser::hir {
 
 namespace {
 
-Scalar* streamParts(const TensorView* tv) {
-  ParallelAxis axis = findParallelAxis(tv, ParallelType::Stream, tv->logical());
-  return axis ? axis.parts() : nullptr;
+constexpr ParallelType kDeviceParallelTypes[] = {
+    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
+
+Scalar* streamParts(const TensorOp* op) {
+  for (const TensorView* tv : op->outs()) {
+    ParallelAxis axis =
+        findParallelAxis(tv, ParallelType::Stream, tv->logical());
+    if (axis) {
+      return axis.parts();
+    }
+  }
+  return nullptr;
 }
 
 bool sameExtent(const Scalar* a, const Scalar* b) {
   return a == b || (a->isConst() && b->isConst() && a->value() == b->value());
+}
+
+bool onDevice(const TensorView* tv, int64_t device) {
+  return !tv->hasDeviceMesh() || tv->deviceMesh()->has(device);
+}
+
+int64_t position(const std::vector<IterDomain*>& ids, const IterDomain* id) {
+  auto it = std::find(ids.begin(), ids.end(), id);
+  MDF_CHECK(it != ids.end(), id->toString(), " not found");
+  return it - ids.begin();
+}
+
+// A view of `tv` with the same domains, for ShardByStream and ShardByDevice.
+TensorView* viewOf(HostIrContainer& hic, const TensorView* tv) {
+  auto* view = hic.create<TensorView>(
+      tv->logical(), tv->dtype(), tv->contiguity(), MemoryType::Local);
+  view->setDomains(tv->root(), tv->logical(), tv->loop());
+  if (tv->hasDeviceMesh()) {
+    view->setDeviceMesh(*tv->deviceMesh());
+  }
+  return view;
 }
 
 // A Stream loop being filled: its operations and the chunk views created
@@ -41,13 +72,14 @@ class StreamLoop {
     std::unordered_set<const TensorOp*> in_segment(
         segment.begin(), segment.end());
     for (TensorOp* op : segment) {
-      TensorView* out = op->out();
-      const bool used_outside =
-          std::any_of(out->uses().begin(), out->uses().end(), [&](Expr* use) {
-            return in_segment.count(dynamic_cast<TensorOp*>(use)) == 0;
-          });
-      if (!fusion.isOutput(out) && !used_outside) {
-        chunk_local_.insert(out);
+      for (TensorView* out : op->outs()) {
+        const bool used_outside = std::any_of(
+            out->uses().begin(), out->uses().end(), [&](Expr* use) {
+              return in_segment.count(dynamic_cast<TensorOp*>(use)) == 0;
+            });
+        if (!fusion.isOutput(out) && !used_outside) {
+          chunk_local_.insert(out);
+        }
       }
     }
   }
@@ -60,85 +92,255 @@ class StreamLoop {
   }
 
   // What an operation in the loop reads or writes in place of `tv`: `tv`
-  // itself when it has no stream axis or lives only inside the loop, else a
-  // view of this iteration's chunk.
-  TensorView* operand(TensorView* tv) {
-    if (streamParts(tv) == nullptr || chunk_local_.count(tv) != 0) {
+  // itself when it lives only inside the loop or is not cut by the loop,
+  // else a view of this iteration's chunk. A tensor without a stream split
+  // of its own is cut like `consumer`, the operation's output, along the
+  // axis it maps to `consumer`'s stream axis.
+  TensorView* operand(
+      TensorView* tv, const TensorOp* op, const TensorView* consumer) {
+    if (chunk_local_.count(tv) != 0) {
       return tv;
     }
-    auto it = views_.find(tv);
-    if (it != views_.end()) {
-      return it->second;
+    ParallelAxis own =
+        findParallelAxis(tv, ParallelType::Stream, tv->logical());
+    if (own) {
+      return view(tv, -1, [&] { return streamChunk(tv, loop_->index()); });
     }
-    auto* view = hic_.create<TensorView>(
-        tv->logical(), tv->dtype(), tv->contiguity(), MemoryType::Local);
-    view->setDomains(tv->root(), tv->logical(), tv->loop());
-    if (tv->hasDeviceMesh()) {
-      view->setDeviceMesh(*tv->deviceMesh());
+    ParallelAxis c = findParallelAxis(
+        consumer, ParallelType::Stream, consumer->maybeRoot());
+    if (!c || tv == consumer) {
+      return tv;
     }
-    StreamChunk chunk = streamChunk(tv, loop_->index());
-    body().pushBack(hic_.create<ShardByStream>(
-        view, tv, loop_->index(), chunk.axis, chunk.start, chunk.length));
-    views_.emplace(tv, view);
-    return view;
+    for (const AxisMapping& m : op->mapProducerToConsumer(tv, consumer)) {
+      if (m.consumer != c.source || !m.exact) {
+        continue;
+      }
+      const int64_t axis = position(tv->logicalNoReductions(), m.producer);
+      return view(tv, axis, [&] {
+        StreamChunk chunk = streamChunk(consumer, loop_->index());
+        chunk.axis = axis;
+        return chunk;
+      });
+    }
+    return tv;
   }
 
  private:
+  template <typename ChunkFn>
+  TensorView* view(TensorView* tv, int64_t key, ChunkFn chunk_of) {
+    auto it = views_.find({tv, key});
+    if (it != views_.end()) {
+      return it->second;
+    }
+    TensorView* v = viewOf(hic_, tv);
+    StreamChunk chunk = chunk_of();
+    body().pushBack(hic_.create<ShardByStream>(
+        v, tv, loop_->index(), chunk.axis, chunk.start, chunk.length));
+    views_.emplace(std::make_pair(tv, key), v);
+    return v;
+  }
+
   HostIrContainer& hic_;
   ForLoop* loop_;
   std::unordered_set<const TensorView*> chunk_local_;
-  std::unordered_map<const TensorView*, TensorView*> views_;
+  std::map<std::pair<const TensorView*, int64_t>, TensorView*> views_;
 };
 
-void lowerCommunication(
-    HostIrContainer& hic,
-    Scope& scope,
-    const TensorOp* op,
-    TensorView* in,
-    TensorView* out,
-    const LoweringOptions& options) {
-  CommunicationInfo info = chooseCommunication(op);
-  MDF_USER_CHECK(
-      info.type == CommunicationType::Allreduce,
-      "mdfuser cannot execute ",
-      communicationTypeName(info.type),
-      " yet, which this operation needs:\n",
-      op->toString());
-  const DeviceMesh& mesh = *op->out()->deviceMesh();
-  auto* communication = hic.create<Communication>(
-      info.type,
-      mesh.team(options.device, info.parallel_type),
-      in,
-      out,
-      options.backend);
-  scope.pushBack(communication);
-  scope.pushBack(hic.create<Wait>(communication));
-}
+class Lowerer {
+ public:
+  Lowerer(HostIrContainer& hic, const LoweringOptions& options)
+      : hic_(hic), options_(options) {}
 
-// Appends the statements for `op` to `scope`; `loop` is the enclosing
-// Stream loop, if any.
-void lowerOp(
-    HostIrContainer& hic,
-    Scope& scope,
-    const TensorOp* op,
-    StreamLoop* loop,
-    const LoweringOptions& options) {
-  auto operand = [&](TensorView* tv) {
-    return loop == nullptr ? tv : loop->operand(tv);
-  };
-  if (isResharding(op)) {
-    TensorView* in = operand(op->tensorInputs().front());
-    TensorView* out = operand(op->out());
-    lowerCommunication(hic, scope, op, in, out, options);
-    return;
+  // Appends the statements for `op` to `scope`; `loop` is the enclosing
+  // Stream loop, if any.
+  void lowerOp(Scope& scope, const TensorOp* op, StreamLoop* loop) {
+    scope_ = &scope;
+    loop_ = loop;
+    op_ = op;
+    const bool communication = dynamic_cast<const LoadStoreOp*>(op) != nullptr ||
+        isDeviceSum(op);
+    if (communication && isResharding(op)) {
+      lowerResharding(op);
+      return;
+    }
+    if (!onDevice(op->out(), options_.device)) {
+      return;
+    }
+    std::vector<TensorView*> ins;
+    for (TensorView* tv : op->tensorInputs()) {
+      ins.push_back(operand(tv));
+    }
+    std::vector<TensorView*> outs;
+    for (TensorView* tv : op->outs()) {
+      outs.push_back(operand(tv));
+    }
+    scope.pushBack(op->withTensors(outs, ins));
   }
-  std::vector<TensorView*> ins;
-  for (TensorView* tv : op->tensorInputs()) {
-    ins.push_back(operand(tv));
+
+ private:
+  TensorView* operand(TensorView* tv) {
+    return loop_ == nullptr ? tv : loop_->operand(tv, op_, op_->out());
   }
-  TensorView* out = operand(op->out());
-  scope.pushBack(op->withOperands(out, ins));
-}
+
+  void lowerResharding(const TensorOp* op) {
+    TensorView* producer = op->tensorInputs().front();
+    TensorView* consumer = op->out();
+    const Resharding r = chooseResharding(op);
+    if (r.kind == Resharding::Kind::kLocal) {
+      lowerLocal(op, producer, consumer);
+      return;
+    }
+    const int64_t me = options_.device;
+    CommunicationSpec spec;
+    spec.type = r.type;
+    spec.axis = r.axis;
+    spec.out_axis = r.out_axis;
+    spec.root = r.root;
+    spec.reduce = reduceKind(op);
+    spec.in_device_axis = deviceAxisOf(op, producer, consumer);
+    const DeviceMesh& from = *producer->deviceMesh();
+    const DeviceMesh& to = *consumer->deviceMesh();
+    if (from == to) {
+      if (!from.has(me)) {
+        return;
+      }
+      spec.team = from.team(me, r.parallel_type);
+      spec.senders = spec.team;
+      spec.receivers = spec.team;
+      post(spec, producer, consumer);
+      return;
+    }
+    if (r.type == CommunicationType::SendRecv && from.size() == to.size() &&
+        from.size() > 1) {
+      // Device i of one mesh to device i of the other.
+      for (int64_t i = 0; i < from.size(); ++i) {
+        const int64_t sender = from.devices()[i];
+        const int64_t receiver = to.devices()[i];
+        if (sender != me && receiver != me) {
+          continue;
+        }
+        if (sender == receiver) {
+          scope_->pushBack(hic_.create<LoadStoreOp>(
+              operand(consumer), operand(producer)));
+          continue;
+        }
+        CommunicationSpec pair = spec;
+        pair.team = {std::min(sender, receiver), std::max(sender, receiver)};
+        pair.senders = {sender};
+        pair.receivers = {receiver};
+        post(pair, producer, consumer);
+      }
+      return;
+    }
+    spec.senders = r.type == CommunicationType::Broadcast ||
+            r.type == CommunicationType::Scatter ||
+            r.type == CommunicationType::SendRecv
+        ? std::vector<int64_t>{r.root.value_or(from.devices()[0])}
+        : from.devices();
+    spec.receivers = r.type == CommunicationType::Gather ||
+            r.type == CommunicationType::Reduce
+        ? std::vector<int64_t>{*r.root}
+        : to.devices();
+    std::vector<int64_t> team = spec.senders;
+    team.insert(team.end(), spec.receivers.begin(), spec.receivers.end());
+    std::sort(team.begin(), team.end());
+    team.erase(std::unique(team.begin(), team.end()), team.end());
+    spec.team = team;
+    if (std::find(team.begin(), team.end(), me) == team.end()) {
+      return;
+    }
+    post(spec, producer, consumer);
+  }
+
+  void post(
+      const CommunicationSpec& spec,
+      TensorView* producer,
+      TensorView* consumer) {
+    const int64_t me = options_.device;
+    auto has = [me](const std::vector<int64_t>& v) {
+      return std::find(v.begin(), v.end(), me) != v.end();
+    };
+    TensorView* in = has(spec.senders) ? operand(producer) : nullptr;
+    TensorView* out = has(spec.receivers) ? operand(consumer) : nullptr;
+    auto* communication =
+        hic_.create<Communication>(spec, in, out, options_.backend);
+    scope_->pushBack(communication);
+    scope_->pushBack(hic_.create<Wait>(communication));
+  }
+
+  // A copy, after taking this device's part where the consumer is sharded
+  // and the producer is not.
+  void lowerLocal(
+      const TensorOp* op, TensorView* producer, TensorView* consumer) {
+    if (!onDevice(consumer, options_.device)) {
+      return;
+    }
+    TensorView* in = operand(producer);
+    TensorView* out = operand(consumer);
+    const std::vector<IterDomain*> logical = consumer->logicalNoReductions();
+    for (ParallelType pt : kDeviceParallelTypes) {
+      ParallelAxis c =
+          findParallelAxis(consumer, pt, consumer->logical());
+      if (!c || loopAxis(producer, pt) != nullptr) {
+        continue;
+      }
+      const int64_t axis = position(logical, c.source);
+      const DeviceMesh& mesh = *consumer->deviceMesh();
+      const std::vector<int64_t> team = mesh.team(options_.device, pt);
+      const int64_t index =
+          std::find(team.begin(), team.end(), options_.device) - team.begin();
+      // This device's part: one local extent (one chunk inside a loop).
+      Scalar* length = localExtents(consumer)[axis];
+      if (loop_ != nullptr && out != consumer) {
+        ParallelAxis stream =
+            findParallelAxis(consumer, ParallelType::Stream, consumer->logical());
+        if (stream && stream.source == c.source) {
+          length = streamChunk(consumer, loop_->loop()->index()).length;
+        }
+      }
+      Scalar* start = mul(constant(hic_.ir(), index), length);
+      TensorView* view = viewOf(hic_, in);
+      scope_->pushBack(hic_.create<ShardByDevice>(
+          view, in, pt, axis, start, length));
+      in = view;
+    }
+    scope_->pushBack(hic_.create<LoadStoreOp>(out, in));
+    (void)op;
+  }
+
+  // The position of the producer's device axis that a sum over devices
+  // reduces, or -1.
+  static int64_t deviceAxisOf(
+      const TensorOp* op, const TensorView* producer, const TensorView* consumer) {
+    if (!isDeviceSum(op)) {
+      return -1;
+    }
+    const std::vector<IterDomain*> ids = producer->logicalNoReductions();
+    for (const AxisMapping& m : op->mapProducerToConsumer(producer, consumer)) {
+      if (m.consumer->isReduction()) {
+        return position(ids, m.producer);
+      }
+    }
+    return -1;
+  }
+
+  static ReduceKind reduceKind(const TensorOp* op) {
+    switch (op->type()) {
+      case OpType::Max:
+        return ReduceKind::kMax;
+      case OpType::Min:
+        return ReduceKind::kMin;
+      default:
+        return ReduceKind::kSum;
+    }
+  }
+
+  HostIrContainer& hic_;
+  const LoweringOptions& options_;
+  Scope* scope_ = nullptr;
+  StreamLoop* loop_ = nullptr;
+  const TensorOp* op_ = nullptr;
+};
 
 } // namespace
 
@@ -147,17 +349,18 @@ std::unique_ptr<HostIrContainer> lowerToHostIr(
   Fusion& f = *fusion;
   auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
   const std::vector<TensorOp*> exprs = f.exprs();
+  Lowerer lowerer(*hic, options);
 
   for (size_t i = 0; i < exprs.size();) {
-    Scalar* parts = streamParts(exprs[i]->out());
+    Scalar* parts = streamParts(exprs[i]);
     if (parts == nullptr) {
-      lowerOp(*hic, hic->topLevel(), exprs[i], nullptr, options);
+      lowerer.lowerOp(hic->topLevel(), exprs[i], nullptr);
       ++i;
       continue;
     }
     size_t end = i + 1;
     while (end < exprs.size()) {
-      Scalar* next = streamParts(exprs[end]->out());
+      Scalar* next = streamParts(exprs[end]);
       if (next == nullptr || !sameExtent(next, parts)) {
         break;
       }
@@ -166,9 +369,11 @@ std::unique_ptr<HostIrContainer> lowerToHostIr(
     std::vector<TensorOp*> segment(exprs.begin() + i, exprs.begin() + end);
     StreamLoop loop(*hic, f, parts, segment);
     for (TensorOp* op : segment) {
-      lowerOp(*hic, loop.body(), op, &loop, options);
+      lowerer.lowerOp(loop.body(), op, &loop);
     }
-    hic->topLevel().pushBack(loop.loop());
+    if (!loop.body().exprs().empty()) {
+      hic->topLevel().pushBack(loop.loop());
+    }
     i = end;
   }
   return hic;

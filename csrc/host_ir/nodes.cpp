@@ -115,6 +115,39 @@ std::string ShardByStream::toString() const {
          ", stream_index = " + index_->toString() + ")";
 }
 
+ShardByDevice::ShardByDevice(
+    IrContainer* container,
+    TensorView* out,
+    TensorView* in,
+    ParallelType parallel_type,
+    int64_t axis,
+    Scalar* start,
+    Scalar* length)
+    : HostExpr(container, {in}, {out}),
+      parallel_type_(parallel_type),
+      axis_(axis),
+      start_(start),
+      length_(length) {
+  MDF_CHECK(
+      out->memoryType() == MemoryType::Local,
+      "the output of ShardByDevice is a view: ",
+      out->toString());
+}
+
+TensorView* ShardByDevice::out() const {
+  return static_cast<TensorView*>(output(0));
+}
+
+TensorView* ShardByDevice::in() const {
+  return static_cast<TensorView*>(input(0));
+}
+
+std::string ShardByDevice::toString() const {
+  return out()->toString() + " = ShardByDevice(" + in()->toString() + ", " +
+      std::string(parallelTypeName(parallel_type_)) +
+      ", axis = " + std::to_string(axis_) + ")";
+}
+
 namespace {
 
 std::vector<Val*> asVals(const std::vector<Scalar*>& scalars) {
@@ -163,57 +196,122 @@ std::string_view backendName(CommunicatorBackend backend) {
       return "NCCL";
     case CommunicatorBackend::kGloo:
       return "Gloo";
+    case CommunicatorBackend::kCuda:
+      return "CUDA";
   }
   MDF_UNREACHABLE("unknown backend ", static_cast<int>(backend));
 }
 
+std::string_view reduceKindName(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kMax:
+      return "max";
+    case ReduceKind::kMin:
+      return "min";
+  }
+  MDF_UNREACHABLE("unknown reduce kind ", static_cast<int>(kind));
+}
+
+namespace {
+
+std::vector<Val*> present(TensorView* tv) {
+  return tv == nullptr ? std::vector<Val*>{} : std::vector<Val*>{tv};
+}
+
+std::string devices(const std::vector<int64_t>& ranks) {
+  std::string s = "(";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    s += (i > 0 ? " " : "") + std::to_string(ranks[i]);
+  }
+  return s + ")";
+}
+
+bool reduces(CommunicationType type) {
+  return type == CommunicationType::Allreduce ||
+      type == CommunicationType::ReduceScatter ||
+      type == CommunicationType::Reduce;
+}
+
+} // namespace
+
 Communication::Communication(
     IrContainer* container,
-    CommunicationType type,
-    std::vector<int64_t> team,
+    CommunicationSpec spec,
     TensorView* in,
     TensorView* out,
-    CommunicatorBackend backend,
-    std::optional<int64_t> root)
-    : HostExpr(container, {in}, {out}),
-      type_(type),
-      team_(std::move(team)),
-      backend_(backend),
-      root_(root) {
-  MDF_CHECK(!team_.empty(), "a communication needs a team");
-}
-
-TensorView* Communication::in() const {
-  return static_cast<TensorView*>(input(0));
-}
-
-TensorView* Communication::out() const {
-  return static_cast<TensorView*>(output(0));
+    CommunicatorBackend backend)
+    : HostExpr(container, present(in), present(out)),
+      spec_(std::move(spec)),
+      in_(in),
+      out_(out),
+      backend_(backend) {
+  MDF_CHECK(!spec_.team.empty(), "a communication needs a team");
+  MDF_CHECK(in != nullptr || out != nullptr, "a communication moves data");
+  if (spec_.senders.empty()) {
+    spec_.senders = spec_.team;
+  }
+  if (spec_.receivers.empty()) {
+    spec_.receivers = spec_.team;
+  }
 }
 
 void Communication::reduceInPlace() {
-  setInput(0, out());
+  MDF_CHECK(in_ != nullptr && out_ != nullptr);
+  in_ = out_;
+  setInput(0, out_);
 }
 
 std::string Communication::toString() const {
   std::string s = "Communication " + std::to_string(name()) +
-                  " (type=" + std::string(communicationTypeName(type_)) +
-                  ", team=(";
-  for (size_t i = 0; i < team_.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(team_[i]);
+      " (type=" + std::string(communicationTypeName(spec_.type)) +
+      ", team=" + devices(spec_.team);
+  if (spec_.senders != spec_.team) {
+    s += ", senders=" + devices(spec_.senders);
   }
-  s += ")";
-  if (root_.has_value()) {
-    s += ", root=" + std::to_string(*root_);
+  if (spec_.receivers != spec_.team) {
+    s += ", receivers=" + devices(spec_.receivers);
   }
-  return s + ", input=" + in()->toString() + ", output=" + out()->toString() +
-         ", backend=" + std::string(backendName(backend_)) + ")";
+  if (spec_.root.has_value()) {
+    s += ", root=" + std::to_string(*spec_.root);
+  }
+  if (reduces(spec_.type) && spec_.reduce != ReduceKind::kSum) {
+    s += ", op=" + std::string(reduceKindName(spec_.reduce));
+  }
+  if (spec_.axis >= 0 && spec_.type != CommunicationType::Allreduce) {
+    s += ", axis=" + std::to_string(spec_.axis);
+  }
+  if (spec_.out_axis >= 0) {
+    s += ", out_axis=" + std::to_string(spec_.out_axis);
+  }
+  if (in_ != nullptr) {
+    s += ", input=" + in_->toString();
+  }
+  if (out_ != nullptr) {
+    s += ", output=" + out_->toString();
+  }
+  return s + ", backend=" + std::string(backendName(backend_)) + ")";
 }
+
+namespace {
+
+std::vector<Val*> buffersOf(const Communication* communication) {
+  std::vector<Val*> result;
+  for (TensorView* tv : {communication->in(), communication->out()}) {
+    if (tv != nullptr) {
+      result.push_back(tv);
+    }
+  }
+  return result;
+}
+
+} // namespace
 
 Wait::Wait(IrContainer* container, Communication* communication)
     // A pending collective still reads and writes its buffers: listing them
     // keeps them alive until the wait.
-    : HostExpr(container, {communication->in(), communication->out()}, {}),
+    : HostExpr(container, buffersOf(communication), {}),
       communication_(communication) {}
 
 std::string Wait::toString() const {

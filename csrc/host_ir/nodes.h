@@ -187,6 +187,48 @@ class ShardByStream : public HostExpr {
   Scalar* length_;
 };
 
+// out = this device's part of `in` along one axis: a view, [start, start +
+// length) along local axis `axis`. Lowering emits it where a replicated
+// tensor feeds a sharded one: each device takes its part.
+class ShardByDevice : public HostExpr {
+ public:
+  ShardByDevice(
+      IrContainer* container,
+      TensorView* out,
+      TensorView* in,
+      ParallelType parallel_type,
+      int64_t axis,
+      Scalar* start,
+      Scalar* length);
+
+  TensorView* out() const;
+  TensorView* in() const;
+  ParallelType parallelType() const {
+    return parallel_type_;
+  }
+  int64_t axis() const {
+    return axis_;
+  }
+  Scalar* start() const {
+    return start_;
+  }
+  Scalar* length() const {
+    return length_;
+  }
+
+  std::string_view opName() const override {
+    return "ShardByDevice";
+  }
+  // "T7 = ShardByDevice(T3, mesh_x, axis = 0)"
+  std::string toString() const override;
+
+ private:
+  ParallelType parallel_type_;
+  int64_t axis_;
+  Scalar* start_;
+  Scalar* length_;
+};
+
 // Binds a fresh, uninitialized (or zeroed) buffer of local extents `shape`
 // to `buffer`.
 class Allocate : public HostExpr {
@@ -227,36 +269,72 @@ class Deallocate : public HostExpr {
 };
 
 // The library that carries a communication: NCCL for CUDA tensors, Gloo for
-// CPU tensors.
-enum class CommunicatorBackend { kNccl, kGloo };
+// CPU tensors. kCuda names the copy-engine backend over symmetric memory,
+// which is not available yet: asking for it is refused.
+enum class CommunicatorBackend { kNccl, kGloo, kCuda };
 std::string_view backendName(CommunicatorBackend backend);
 
-// Posts a collective on the current stream. `team` lists the participating
-// devices in rank order; `root` is set for rooted collectives.
+// How a reducing collective combines its inputs.
+enum class ReduceKind { kSum, kMax, kMin };
+std::string_view reduceKindName(ReduceKind kind);
+
+// What a Communication moves: the collective, who takes part and how the
+// local buffers are cut.
+struct CommunicationSpec {
+  CommunicationType type = CommunicationType::Allreduce;
+  // The group, in rank order, every sender and receiver among it.
+  std::vector<int64_t> team;
+  // The devices that hold input and those that get output, in mesh order
+  // (see runtime/collectives.h); empty means the team.
+  std::vector<int64_t> senders;
+  std::vector<int64_t> receivers;
+  // Broadcast and Scatter: the sender; Gather and Reduce: the receiver.
+  std::optional<int64_t> root;
+  ReduceKind reduce = ReduceKind::kSum;
+  // The local axis cut into parts (Allgather, ReduceScatter, Scatter,
+  // Gather, AllToAll's input axis) and AllToAll's output axis; -1 if none.
+  int64_t axis = -1;
+  int64_t out_axis = -1;
+  // A reduction of partial results: the position, in the input's local
+  // tensor, of the device axis the collective sums over (one element
+  // locally), dropped before posting; -1 if none.
+  int64_t in_device_axis = -1;
+};
+
+// Posts a collective on the current stream. A rank that only sends has no
+// output buffer, one that only receives no input buffer: the missing one is
+// nullptr.
 class Communication : public HostExpr {
  public:
   Communication(
       IrContainer* container,
-      CommunicationType type,
-      std::vector<int64_t> team,
+      CommunicationSpec spec,
       TensorView* in,
       TensorView* out,
-      CommunicatorBackend backend,
-      std::optional<int64_t> root = std::nullopt);
+      CommunicatorBackend backend);
 
+  const CommunicationSpec& spec() const {
+    return spec_;
+  }
   CommunicationType type() const {
-    return type_;
+    return spec_.type;
   }
   const std::vector<int64_t>& team() const {
-    return team_;
+    return spec_.team;
   }
-  TensorView* in() const;
-  TensorView* out() const;
+  // nullptr on a rank that only receives.
+  TensorView* in() const {
+    return in_;
+  }
+  // nullptr on a rank that only sends.
+  TensorView* out() const {
+    return out_;
+  }
   CommunicatorBackend backend() const {
     return backend_;
   }
   std::optional<int64_t> root() const {
-    return root_;
+    return spec_.root;
   }
   // Makes the collective read its output buffer: it reduces in place.
   void reduceInPlace();
@@ -267,10 +345,10 @@ class Communication : public HostExpr {
   std::string toString() const override;
 
  private:
-  CommunicationType type_;
-  std::vector<int64_t> team_;
+  CommunicationSpec spec_;
+  TensorView* in_;
+  TensorView* out_;
   CommunicatorBackend backend_;
-  std::optional<int64_t> root_;
 };
 
 // The current stream waits for `communication` to finish.

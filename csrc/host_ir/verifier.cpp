@@ -156,9 +156,19 @@ class Verifier {
         state.tensors.insert(view->out());
         continue;
       }
+      if (const auto* view = dynamic_cast<const ShardByDevice*>(expr)) {
+        checkTensor(view->in(), state, expr);
+        checkScalar(view->start(), state, expr);
+        checkScalar(view->length(), state, expr);
+        state.tensors.insert(view->out());
+        continue;
+      }
       if (const auto* comm = dynamic_cast<const Communication*>(expr)) {
-        checkTensor(comm->in(), state, expr);
-        checkTensor(comm->out(), state, expr);
+        for (const TensorView* tv : {comm->in(), comm->out()}) {
+          if (tv != nullptr) {
+            checkTensor(tv, state, expr);
+          }
+        }
         state.pending.insert(comm);
         continue;
       }
@@ -174,9 +184,16 @@ class Verifier {
       for (const TensorView* in : op->tensorInputs()) {
         checkTensor(in, state, expr);
       }
-      checkTensor(op->out(), state, expr);
-      if (!options_.buffers_allocated) {
-        state.tensors.insert(op->out());
+      for (const Val* in : op->inputs()) {
+        if (const auto* s = dynamic_cast<const Scalar*>(in)) {
+          checkScalar(s, state, expr);
+        }
+      }
+      for (const TensorView* out : op->outs()) {
+        checkTensor(out, state, expr);
+        if (!options_.buffers_allocated) {
+          state.tensors.insert(out);
+        }
       }
     }
   }

@@ -27,6 +27,12 @@ class Statement {
   int64_t name() const {
     return name_;
   }
+  // Position among all statements of the container, in creation order.
+  // Statements are created after the statements they refer to, so sorting
+  // by it sorts producers before consumers.
+  int64_t creationIndex() const {
+    return creation_index_;
+  }
 
   // Statements sharing a key share a name counter: T0, T1, ... for tensors,
   // i0, i1, ... for symbolic integers.
@@ -47,6 +53,7 @@ class Statement {
   friend class IrCloner;
   IrContainer* container_;
   int64_t name_ = -1;
+  int64_t creation_index_ = -1;
 };
 
 // A value: a scalar, an iteration domain, a tensor, a stream.

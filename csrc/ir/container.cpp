@@ -51,6 +51,7 @@ void IrContainer::adopt(std::unique_ptr<Statement> statement) {
   MDF_CHECK(statement->container() == this);
   int64_t& counter = counters_[std::string(statement->counterKey())];
   statement->name_ = counter++;
+  statement->creation_index_ = static_cast<int64_t>(statements_.size());
   statements_.push_back(std::move(statement));
 }
 

@@ -21,6 +21,8 @@ std::string_view dtypeName(DataType dtype) {
       return "Int32";
     case DataType::Bool:
       return "Bool";
+    case DataType::Null:
+      return "Null";
   }
   MDF_UNREACHABLE("unknown DataType ", static_cast<int>(dtype));
 }
@@ -41,6 +43,8 @@ std::string_view typeString(DataType dtype) {
       return "int";
     case DataType::Bool:
       return "bool";
+    case DataType::Null:
+      return "null";
   }
   MDF_UNREACHABLE("unknown DataType ", static_cast<int>(dtype));
 }
@@ -58,8 +62,23 @@ int64_t sizeInBytes(DataType dtype) {
       return 2;
     case DataType::Bool:
       return 1;
+    case DataType::Null:
+      break;
   }
   MDF_UNREACHABLE("unknown DataType ", static_cast<int>(dtype));
+}
+
+bool isFloatingType(DataType dtype) {
+  return dtype == DataType::Float || dtype == DataType::Double ||
+         dtype == DataType::Half || dtype == DataType::BFloat16;
+}
+
+bool isIntegralType(DataType dtype) {
+  return dtype == DataType::Int || dtype == DataType::Int32;
+}
+
+bool isReducedPrecision(DataType dtype) {
+  return dtype == DataType::Half || dtype == DataType::BFloat16;
 }
 
 std::ostream& operator<<(std::ostream& os, DataType dtype) {

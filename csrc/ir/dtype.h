@@ -7,9 +7,19 @@
 
 namespace mdfuser {
 
-// Element types a tensor can hold. Index scalars (extents, loop indices) are
-// always Int.
-enum class DataType { Float, Double, Half, BFloat16, Int, Int32, Bool };
+// Element types a tensor or a scalar can hold. Index scalars (extents, loop
+// indices) are always Int. Null means "not given" where an operation takes
+// an optional dtype (sum's `dtype`); no value has it.
+enum class DataType {
+  Float,
+  Double,
+  Half,
+  BFloat16,
+  Int,
+  Int32,
+  Bool,
+  Null,
+};
 
 // The Python-visible name, e.g. "BFloat16".
 std::string_view dtypeName(DataType dtype);
@@ -19,6 +29,11 @@ std::string_view dtypeName(DataType dtype);
 std::string_view typeString(DataType dtype);
 
 int64_t sizeInBytes(DataType dtype);
+
+bool isFloatingType(DataType dtype);
+bool isIntegralType(DataType dtype); // Int and Int32, not Bool
+// Half and BFloat16: types whose arithmetic torch carries out in Float.
+bool isReducedPrecision(DataType dtype);
 
 std::ostream& operator<<(std::ostream& os, DataType dtype);
 

@@ -35,6 +35,11 @@ TensorView* Fusion::defineTensor(
         " has extent ",
         extent,
         "; expected a size >= 0, or -1 for a size known only at run time");
+    if (extent == 1) {
+      logical.push_back(
+          create<IterDomain>(constant(this, 1), IterType::Broadcast));
+      continue;
+    }
     Scalar* e = extent == -1 ? symbol(this) : constant(this, extent);
     logical.push_back(create<IterDomain>(e));
   }
@@ -62,11 +67,6 @@ void Fusion::addOutput(TensorView* tv) {
       "cannot add an output to a fusion that has already been executed");
   MDF_USER_CHECK(
       !isOutput(tv), "add_output: ", tv->toString(), " is already an output");
-  MDF_USER_CHECK(
-      !isInput(tv),
-      "add_output: ",
-      tv->toString(),
-      " is a fusion input; outputs must be computed by the fusion");
   outputs_.push_back(tv);
 }
 
@@ -100,13 +100,20 @@ std::vector<TensorOp*> Fusion::exprs() const {
 std::vector<TensorView*> Fusion::allTensors() const {
   std::vector<TensorView*> result(inputs_.begin(), inputs_.end());
   for (TensorOp* op : exprs()) {
-    result.push_back(op->out());
+    for (TensorView* out : op->outs()) {
+      result.push_back(out);
+    }
   }
   return result;
 }
 
 void Fusion::addExtentConstraint(Scalar* lhs, Scalar* rhs, std::string what) {
   constraints_.push_back({lhs, rhs, std::move(what)});
+}
+
+void Fusion::addDivisibilityConstraint(
+    Scalar* lhs, Scalar* rhs, std::string what) {
+  constraints_.push_back({lhs, rhs, std::move(what), /*divisible=*/true});
 }
 
 std::unique_ptr<Fusion> Fusion::clone() const {
@@ -117,7 +124,7 @@ std::unique_ptr<Fusion> Fusion::clone() const {
   copy->outputs_ = cloner.clone(outputs_);
   for (const ExtentConstraint& c : constraints_) {
     copy->constraints_.push_back(
-        {cloner.clone(c.lhs), cloner.clone(c.rhs), c.what});
+        {cloner.clone(c.lhs), cloner.clone(c.rhs), c.what, c.divisible});
   }
   return copy;
 }
@@ -136,13 +143,13 @@ void printTransforms(std::ostream& os, const TensorView* tv) {
   os << "  " << tv->toString() << "\n";
   if (tv->hasRoot()) {
     os << "    root: " << idList(tv->root()) << "\n";
-    for (Split* split : splitsBetween(tv->root(), tv->logical())) {
-      os << "      " << split->toString() << "\n";
+    for (Expr* transform : transformsBetween(tv->root(), tv->logical())) {
+      os << "      " << transform->toString() << "\n";
     }
   }
   os << "    logical: " << idList(tv->logical()) << "\n";
-  for (Split* split : splitsBetween(tv->logical(), tv->loop())) {
-    os << "      " << split->toString() << "\n";
+  for (Expr* transform : transformsBetween(tv->logical(), tv->loop())) {
+    os << "      " << transform->toString() << "\n";
   }
   os << "    loop: " << idList(tv->loop()) << "\n";
 }

@@ -18,19 +18,21 @@ class TensorOp;
 // meshes) that the user attached to its tensors.
 class Fusion : public IrContainer {
  public:
-  // Two extents that an operation requires to be equal, checked when inputs
-  // arrive because either may be symbolic.
+  // Two extents that an operation requires to be equal (or the first to be
+  // a multiple of the second), checked when inputs arrive because either
+  // may be symbolic.
   struct ExtentConstraint {
     Scalar* lhs;
     Scalar* rhs;
     std::string what;
+    bool divisible = false;
   };
 
   Fusion() = default;
 
-  // A new input tensor. `shape` holds a static extent or -1 for one known
-  // only at run time; `contiguity` is empty (all contiguous) or has one
-  // entry per axis.
+  // A new input tensor. `shape` holds a static extent, -1 for one known
+  // only at run time, or 1 for a broadcast axis; `contiguity` is empty (all
+  // contiguous) or has one entry per axis.
   TensorView* defineTensor(
       const std::vector<int64_t>& shape,
       std::vector<std::optional<bool>> contiguity,
@@ -50,10 +52,12 @@ class Fusion : public IrContainer {
   // Tensor operations the outputs depend on, producers before consumers.
   std::vector<TensorOp*> exprs() const;
   // Every tensor the outputs depend on, inputs included, in the order of
-  // exprs().
+  // exprs() (every output of an operation with several).
   std::vector<TensorView*> allTensors() const;
 
   void addExtentConstraint(Scalar* lhs, Scalar* rhs, std::string what);
+  // `lhs` must be a multiple of `rhs`.
+  void addDivisibilityConstraint(Scalar* lhs, Scalar* rhs, std::string what);
   const std::vector<ExtentConstraint>& extentConstraints() const {
     return constraints_;
   }

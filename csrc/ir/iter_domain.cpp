@@ -25,16 +25,32 @@ IterDomain::IterDomain(
   MDF_CHECK(extent != nullptr);
 }
 
+bool IterDomain::isExpanded() const {
+  return isBroadcast() && !(extent_->isConst() && extent_->value() == 1);
+}
+
 IterDomain* IterDomain::cloneWithoutTransforms() const {
   return container()->create<IterDomain>(
       extent_, iter_type_, parallel_type_, is_rfactor_product_);
 }
 
 std::string IterDomain::toString() const {
-  std::string s = isReduction() ? "r" : "i";
+  std::string s;
+  switch (iter_type_) {
+    case IterType::Iteration:
+      s = "i";
+      break;
+    case IterType::Reduction:
+      s = "r";
+      break;
+    case IterType::Broadcast:
+      s = "b";
+      break;
+  }
   s += idString(parallel_type_);
   s += std::to_string(name());
-  s += "{" + extent_->toString() + "}";
+  s += "{" + (isExpanded() ? "1 ex " + extent_->toString() : extent_->toString()) +
+       "}";
   if (is_rfactor_product_) {
     s += "rf";
   }
@@ -84,6 +100,35 @@ Statement* Split::cloneInto(IrCloner& cloner) const {
       inner_split_);
 }
 
+Merge::Merge(
+    IrContainer* container,
+    IterDomain* out,
+    IterDomain* outer,
+    IterDomain* inner)
+    : Expr(container, {outer, inner}, {out}) {
+  registerAsDefinition();
+}
+
+IterDomain* Merge::outer() const {
+  return static_cast<IterDomain*>(input(0));
+}
+IterDomain* Merge::inner() const {
+  return static_cast<IterDomain*>(input(1));
+}
+IterDomain* Merge::out() const {
+  return static_cast<IterDomain*>(output(0));
+}
+
+std::string Merge::toString() const {
+  return "Merge: " + outer()->toString() + " and " + inner()->toString() +
+         " -> " + out()->toString();
+}
+
+Statement* Merge::cloneInto(IrCloner& cloner) const {
+  return cloner.target()->create<Merge>(
+      cloner.clone(out()), cloner.clone(outer()), cloner.clone(inner()));
+}
+
 std::pair<IterDomain*, IterDomain*> split(
     IterDomain* in, Scalar* factor, bool inner_split) {
   IrContainer* container = in->container();
@@ -96,11 +141,21 @@ std::pair<IterDomain*, IterDomain*> split(
   return {outer, inner};
 }
 
-} // namespace mdfuser
+IterDomain* merge(IterDomain* outer, IterDomain* inner) {
+  IrContainer* container = outer->container();
+  IterType type = IterType::Iteration;
+  if (outer->isReduction() || inner->isReduction()) {
+    type = IterType::Reduction;
+  } else if (outer->isBroadcast() && inner->isBroadcast()) {
+    type = IterType::Broadcast;
+  }
+  auto* out =
+      container->create<IterDomain>(mul(outer->extent(), inner->extent()), type);
+  container->create<Merge>(out, outer, inner);
+  return out;
+}
 
-namespace mdfuser {
-
-std::vector<Split*> splitsBetween(
+std::vector<Expr*> transformsBetween(
     const std::vector<IterDomain*>& from, const std::vector<IterDomain*>& to) {
   const std::unordered_set<const IterDomain*> sources(from.begin(), from.end());
   // Whether `id` is in `from` or derives from it, memoized.
@@ -112,14 +167,20 @@ std::vector<Split*> splitsBetween(
     if (auto it = reaches.find(id); it != reaches.end()) {
       return it->second;
     }
-    auto* split = dynamic_cast<Split*>(id->definition());
-    const bool result = split != nullptr && derives(split->in());
+    bool result = false;
+    if (Expr* def = id->definition();
+        dynamic_cast<Split*>(def) != nullptr ||
+        dynamic_cast<Merge*>(def) != nullptr) {
+      for (Val* in : def->inputs()) {
+        result = result || derives(static_cast<const IterDomain*>(in));
+      }
+    }
     reaches[id] = result;
     return result;
   };
 
-  std::unordered_set<Split*> seen;
-  std::vector<Split*> result;
+  std::unordered_set<Expr*> seen;
+  std::vector<Expr*> result;
   std::vector<IterDomain*> stack(to.begin(), to.end());
   while (!stack.empty()) {
     IterDomain* id = stack.back();
@@ -127,14 +188,16 @@ std::vector<Split*> splitsBetween(
     if (sources.count(id) != 0 || !derives(id)) {
       continue;
     }
-    auto* split = static_cast<Split*>(id->definition());
-    if (seen.insert(split).second) {
-      result.push_back(split);
-      stack.push_back(split->in());
+    Expr* def = id->definition();
+    if (seen.insert(def).second) {
+      result.push_back(def);
+      for (Val* in : def->inputs()) {
+        stack.push_back(static_cast<IterDomain*>(in));
+      }
     }
   }
-  std::sort(result.begin(), result.end(), [](Split* a, Split* b) {
-    return a->name() < b->name();
+  std::sort(result.begin(), result.end(), [](Expr* a, Expr* b) {
+    return a->creationIndex() < b->creationIndex();
   });
   return result;
 }

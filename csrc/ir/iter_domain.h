@@ -11,12 +11,17 @@
 
 namespace mdfuser {
 
-enum class IterType { Iteration, Reduction };
+// Iteration: an ordinary axis. Reduction: an axis the producing operation
+// sums (or otherwise reduces) over. Broadcast: an axis of one element that
+// pointwise operations stretch to the other operands' extent; its extent is
+// 1, or the extent it is expanded to (broadcast_in_dim to a larger shape),
+// but it always holds one element in memory.
+enum class IterType { Iteration, Reduction, Broadcast };
 
-// One axis of a tensor's iteration space: an extent, whether it is reduced,
-// and how it is parallelized. Printed like "iS3{i0}": i(teration) or
-// r(eduction), the parallel type, the name, the extent, and "rf" when an
-// rFactor produced it.
+// One axis of a tensor's iteration space: an extent, its iteration type and
+// how it is parallelized. Printed like "iS3{i0}": i(teration), r(eduction)
+// or b(roadcast), the parallel type, the name, the extent ("1 ex i0" for an
+// expanded broadcast), and "rf" when an rFactor produced it.
 class IterDomain : public Val {
  public:
   IterDomain(
@@ -26,6 +31,7 @@ class IterDomain : public Val {
       ParallelType parallel_type = ParallelType::Serial,
       bool is_rfactor_product = false);
 
+  // The logical extent: for a broadcast axis, 1 or the expanded extent.
   Scalar* extent() const {
     return extent_;
   }
@@ -35,6 +41,11 @@ class IterDomain : public Val {
   bool isReduction() const {
     return iter_type_ == IterType::Reduction;
   }
+  bool isBroadcast() const {
+    return iter_type_ == IterType::Broadcast;
+  }
+  // A broadcast axis whose logical extent is not 1.
+  bool isExpanded() const;
   ParallelType parallelType() const {
     return parallel_type_;
   }
@@ -104,18 +115,38 @@ class Split : public Expr {
   bool inner_split_;
 };
 
+// Merges (outer, inner) into one axis of extent outer * inner.
+class Merge : public Expr {
+ public:
+  Merge(
+      IrContainer* container,
+      IterDomain* out,
+      IterDomain* outer,
+      IterDomain* inner);
+
+  IterDomain* outer() const;
+  IterDomain* inner() const;
+  IterDomain* out() const;
+
+  std::string_view opName() const override {
+    return "Merge";
+  }
+  std::string toString() const override;
+  Statement* cloneInto(IrCloner& cloner) const override;
+};
+
 // Creates the two outputs and the Split expression. Outputs keep the input's
 // iteration type; the new IterDomains are serial.
 std::pair<IterDomain*, IterDomain*> split(
     IterDomain* in, Scalar* factor, bool inner_split);
 
-} // namespace mdfuser
+// Creates the output and the Merge expression. The output is a reduction
+// when either input is one, and serial.
+IterDomain* merge(IterDomain* outer, IterDomain* inner);
 
-namespace mdfuser {
-
-// The Splits that derive `to` from `from`, in creation order. IterDomains of
-// `to` that do not descend from `from` contribute nothing.
-std::vector<Split*> splitsBetween(
+// The Splits and Merges that derive `to` from `from`, in creation order.
+// IterDomains of `to` that do not descend from `from` contribute nothing.
+std::vector<Expr*> transformsBetween(
     const std::vector<IterDomain*>& from, const std::vector<IterDomain*>& to);
 
 } // namespace mdfuser

@@ -2,6 +2,7 @@
 #include "ir/tensor_view.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "ir/container.h"
 #include "ir/errors.h"
@@ -21,10 +22,53 @@ TensorView::TensorView(
       contiguity_(std::move(contiguity)),
       dtype_(dtype),
       memory_type_(memory_type) {
+  const std::vector<IterDomain*> ids = logicalNoReductions();
   if (contiguity_.empty()) {
-    contiguity_.assign(logicalNoReductions().size(), true);
+    contiguity_.assign(ids.size(), true);
   }
-  MDF_CHECK_EQ(contiguity_.size(), logicalNoReductions().size());
+  MDF_CHECK_EQ(contiguity_.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i]->isBroadcast()) {
+      contiguity_[i] = std::nullopt;
+    }
+  }
+}
+
+void TensorView::setStrideOrder(std::vector<int64_t> stride_order) {
+  const size_t n = logicalNoReductions().size();
+  if (!stride_order.empty()) {
+    std::vector<bool> seen(n, false);
+    MDF_USER_CHECK(
+        stride_order.size() == n,
+        "define_tensor: stride_order has ",
+        stride_order.size(),
+        " entries but the tensor has ",
+        n,
+        " dimensions");
+    for (int64_t rank : stride_order) {
+      MDF_USER_CHECK(
+          rank >= 0 && rank < static_cast<int64_t>(n) && !seen[rank],
+          "define_tensor: stride_order must be a permutation of 0..",
+          n - 1,
+          ", got ",
+          rank,
+          " out of range or twice");
+      seen[rank] = true;
+    }
+  }
+  stride_order_ = std::move(stride_order);
+}
+
+void TensorView::setCpuScalar(bool is_cpu) {
+  MDF_USER_CHECK(
+      !is_cpu || logicalNoReductions().empty(),
+      "define_tensor: is_cpu=True is only for 0-dimensional tensors (CPU "
+      "scalars next to CUDA tensors), but ",
+      toString(),
+      " has ",
+      logicalNoReductions().size(),
+      " dimensions");
+  is_cpu_scalar_ = is_cpu;
 }
 
 std::vector<IterDomain*> TensorView::logicalNoReductions() const {
@@ -97,6 +141,69 @@ TensorView* TensorView::split(int64_t axis, int64_t factor, bool inner_split) {
   return this;
 }
 
+TensorView* TensorView::merge(int64_t outer, int64_t inner) {
+  checkMutable();
+  const int64_t o = normalizeAxis(outer);
+  const int64_t i = normalizeAxis(inner);
+  MDF_USER_CHECK(
+      i == o + 1,
+      "merge: axes ",
+      outer,
+      " and ",
+      inner,
+      " of ",
+      toString(),
+      " must be adjacent, outer first");
+  for (int64_t pos : {o, i}) {
+    MDF_USER_CHECK(
+        loop_[pos]->parallelType() == ParallelType::Serial,
+        "merge: axis ",
+        pos,
+        " of ",
+        toString(),
+        " is parallelized on ",
+        parallelTypeName(loop_[pos]->parallelType()),
+        "; merge axes before parallelizing them");
+  }
+  IterDomain* merged = mdfuser::merge(loop_[o], loop_[i]);
+  loop_.erase(loop_.begin() + i);
+  loop_[o] = merged;
+  return this;
+}
+
+TensorView* TensorView::reorder(const std::map<int64_t, int64_t>& old_to_new) {
+  checkMutable();
+  const int64_t n = nDims();
+  std::vector<IterDomain*> result(n, nullptr);
+  std::vector<bool> taken(n, false);
+  for (auto [from, to] : old_to_new) {
+    const int64_t f = normalizeAxis(from);
+    const int64_t t = normalizeAxis(to);
+    MDF_USER_CHECK(
+        result[t] == nullptr && !taken[f],
+        "reorder: ",
+        "position ",
+        to,
+        " or axis ",
+        from,
+        " is named twice in the map");
+    result[t] = loop_[f];
+    taken[f] = true;
+  }
+  size_t next = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (taken[i]) {
+      continue;
+    }
+    while (result[next] != nullptr) {
+      ++next;
+    }
+    result[next] = loop_[i];
+  }
+  loop_ = std::move(result);
+  return this;
+}
+
 void TensorView::parallelize(int64_t axis, ParallelType parallel_type) {
   checkMutable();
   const int64_t pos = normalizeAxis(axis);
@@ -130,6 +237,15 @@ void TensorView::parallelize(int64_t axis, ParallelType parallel_type) {
           " cannot be parallelized on it too");
     }
   }
+  MDF_USER_CHECK(
+      !(id->isBroadcast() && parallel_type != ParallelType::Serial),
+      "axis ",
+      axis,
+      " of ",
+      toString(),
+      " is a broadcast axis, which holds one element; it cannot be "
+      "parallelized on ",
+      parallelTypeName(parallel_type));
   MDF_USER_CHECK(
       !(id->isReduction() && parallel_type == ParallelType::Stream),
       "axis ",
@@ -186,7 +302,65 @@ Statement* TensorView::cloneInto(IrCloner& cloner) const {
   tv->root_ = cloner.clone(root_);
   tv->loop_ = cloner.clone(loop_);
   tv->mesh_ = mesh_;
+  tv->stride_order_ = stride_order_;
+  tv->is_cpu_scalar_ = is_cpu_scalar_;
   return tv;
+}
+
+} // namespace mdfuser
+
+namespace mdfuser {
+
+TensorView* newTensorLike(
+    const TensorView* tv, bool keep_reductions, bool with_schedule) {
+  IrContainer* container = tv->container();
+  std::unordered_map<const IterDomain*, IterDomain*> copies;
+  std::vector<IterDomain*> logical;
+  for (IterDomain* id : tv->logical()) {
+    if (id->isReduction() && !keep_reductions) {
+      continue;
+    }
+    auto* copy = container->create<IterDomain>(id->extent(), id->iterType());
+    copies[id] = copy;
+    logical.push_back(copy);
+  }
+  auto* result = container->create<TensorView>(logical, tv->dtype());
+  if (tv->hasDeviceMesh()) {
+    result->setDeviceMesh(*tv->deviceMesh());
+  }
+  if (!with_schedule) {
+    return result;
+  }
+  for (Expr* e : transformsBetween(tv->logical(), tv->loop())) {
+    if (auto* s = dynamic_cast<Split*>(e)) {
+      auto it = copies.find(s->in());
+      if (it == copies.end()) {
+        continue;
+      }
+      auto [outer, inner] = split(it->second, s->factor(), s->innerSplit());
+      copies[s->outer()] = outer;
+      copies[s->inner()] = inner;
+    } else {
+      auto* m = static_cast<Merge*>(e);
+      auto o = copies.find(m->outer());
+      auto i = copies.find(m->inner());
+      if (o == copies.end() || i == copies.end()) {
+        continue;
+      }
+      copies[m->out()] = merge(o->second, i->second);
+    }
+  }
+  std::vector<IterDomain*> loop;
+  for (IterDomain* id : tv->loop()) {
+    auto it = copies.find(id);
+    if (it == copies.end()) {
+      continue;
+    }
+    it->second->parallelize(id->parallelType());
+    loop.push_back(it->second);
+  }
+  result->setLoop(std::move(loop));
+  return result;
 }
 
 } // namespace mdfuser

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,10 +58,23 @@ class TensorView : public Val {
     return loop_;
   }
   // One entry per non-reduction logical axis: whether that axis is
-  // contiguous with the next, as declared by define_tensor.
+  // contiguous with the next, as declared by define_tensor; nullopt for
+  // broadcast axes.
   const std::vector<std::optional<bool>>& contiguity() const {
     return contiguity_;
   }
+  // As define_tensor's stride_order: entry i is the rank of axis i's stride,
+  // the largest the outermost. Empty for row-major. mdfuser reads inputs of
+  // any layout; the declaration is kept for printing and checks.
+  const std::vector<int64_t>& strideOrder() const {
+    return stride_order_;
+  }
+  void setStrideOrder(std::vector<int64_t> stride_order);
+  // A 0-dimensional input that lives on the CPU next to CUDA inputs.
+  bool isCpuScalar() const {
+    return is_cpu_scalar_;
+  }
+  void setCpuScalar(bool is_cpu);
   std::vector<IterDomain*> logicalNoReductions() const;
 
   // Number of loop axes.
@@ -80,6 +94,11 @@ class TensorView : public Val {
   TensorView* innerSplit(int64_t axis, int64_t factor) {
     return split(axis, factor, /*inner_split=*/true);
   }
+  // Merges loop axes `outer` and `inner` (adjacent, outer first) into one.
+  TensorView* merge(int64_t outer, int64_t inner);
+  // Moves loop axes: old position -> new position; the others keep their
+  // relative order.
+  TensorView* reorder(const std::map<int64_t, int64_t>& old_to_new);
   void parallelize(int64_t axis, ParallelType parallel_type);
   void setDeviceMesh(const DeviceMesh& mesh);
 
@@ -116,6 +135,16 @@ class TensorView : public Val {
   DataType dtype_;
   MemoryType memory_type_;
   std::optional<DeviceMesh> mesh_;
+  std::vector<int64_t> stride_order_;
+  bool is_cpu_scalar_ = false;
 };
+
+// A new tensor with `tv`'s logical extents, iteration types (reductions
+// only with `keep_reductions`), dtype and mesh, defined by nothing. With
+// `with_schedule`, its loop domain is cut from its logical domain by the
+// same splits and merges as `tv`'s, with the same parallel types (axes
+// derived from dropped reductions are dropped).
+TensorView* newTensorLike(
+    const TensorView* tv, bool keep_reductions, bool with_schedule);
 
 } // namespace mdfuser

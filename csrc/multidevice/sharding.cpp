@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "ir/container.h"
 #include "ir/errors.h"
+#include "ir/ops/op_type.h"
 
 namespace mdfuser {
 
@@ -17,6 +17,36 @@ constexpr ParallelType kDeviceParallelTypes[] = {
 
 bool contains(const std::vector<IterDomain*>& ids, const IterDomain* id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+bool sameExtent(const Scalar* a, const Scalar* b) {
+  return a == b || (a->isConst() && b->isConst() && a->value() == b->value());
+}
+
+// The device parallel axes of `tv` whose source is `axis`, in the order
+// x, y, z.
+std::vector<ParallelAxis> deviceAxesOn(
+    const TensorView* tv, const IterDomain* axis) {
+  std::vector<ParallelAxis> result;
+  for (ParallelType pt : kDeviceParallelTypes) {
+    ParallelAxis pa = findParallelAxis(tv, pt, tv->logical());
+    if (pa && pa.source == axis) {
+      result.push_back(pa);
+    }
+  }
+  return result;
+}
+
+// The innermost of `axes` (all on one source): the one the others are
+// above.
+const ParallelAxis* innermost(const std::vector<ParallelAxis>& axes) {
+  const ParallelAxis* result = nullptr;
+  for (const ParallelAxis& pa : axes) {
+    if (result == nullptr || pa.above.size() > result->above.size()) {
+      result = &pa;
+    }
+  }
+  return result;
 }
 
 } // namespace
@@ -47,36 +77,41 @@ ParallelAxis findParallelAxis(
   if (result.loop == nullptr) {
     return {};
   }
-  // From the loop axis to the logical domain: at most one split.
-  IterDomain* id = result.loop;
-  if (!contains(tv->logical(), id)) {
-    auto* split = dynamic_cast<Split*>(id->definition());
-    MDF_USER_CHECK(
-        split != nullptr && contains(tv->logical(), split->in()),
+  auto unsupported = [&](const char* why) {
+    MDF_USER_ERROR(
         "the ",
         parallelTypeName(pt),
         " axis ",
         result.loop->toString(),
         " of ",
         tv->toString(),
-        " does not come from a single split of a tensor axis; parallelize "
-        "an axis of the tensor or an output of one split of it");
+        " ",
+        why,
+        "; mdfuser supports parallel axes that are the outer part of a chain "
+        "of splits, each splitting the inner part of the previous one");
+  };
+  IterDomain* id = result.loop;
+  if (!contains(domain, id)) {
+    Expr* def = id->definition();
+    auto* split = dynamic_cast<Split*>(def);
+    if (split == nullptr) {
+      unsupported(def == nullptr ? "does not derive from a tensor axis"
+                                 : "comes from a merge");
+    }
     result.split = split;
     id = split->in();
   }
-  // From the logical domain to `domain` when that is the root domain: the
-  // splits an rFactor made.
   while (!contains(domain, id)) {
-    auto* split = dynamic_cast<Split*>(id->definition());
-    MDF_CHECK(
-        split != nullptr,
-        id->toString(),
-        " of ",
-        tv->toString(),
-        " does not derive from the requested domain");
-    if (result.split == nullptr) {
-      result.split = split;
+    Expr* def = id->definition();
+    auto* split = dynamic_cast<Split*>(def);
+    if (split == nullptr) {
+      unsupported(def == nullptr ? "does not derive from a tensor axis"
+                                 : "comes from a merge");
     }
+    if (split->inner() != id) {
+      unsupported("derives from the outer part of a split");
+    }
+    result.above.insert(result.above.begin(), split->outer());
     id = split->in();
   }
   result.source = id;
@@ -100,11 +135,10 @@ bool isSharded(const TensorView* tv) {
 std::vector<ParallelType> shardingOfLogicalAxes(const TensorView* tv) {
   const std::vector<IterDomain*> logical = tv->logicalNoReductions();
   std::vector<ParallelType> result(logical.size(), ParallelType::Serial);
-  for (ParallelType pt : deviceParallelTypes(tv)) {
-    ParallelAxis axis = findParallelAxis(tv, pt, tv->logical());
-    auto it = std::find(logical.begin(), logical.end(), axis.source);
-    if (it != logical.end()) {
-      result[it - logical.begin()] = pt;
+  for (size_t i = 0; i < logical.size(); ++i) {
+    const std::vector<ParallelAxis> axes = deviceAxesOn(tv, logical[i]);
+    if (const ParallelAxis* pa = innermost(axes)) {
+      result[i] = pa->loop->parallelType();
     }
   }
   return result;
@@ -114,14 +148,25 @@ std::vector<Scalar*> localExtents(const TensorView* tv) {
   const std::vector<IterDomain*> logical = tv->logicalNoReductions();
   std::vector<Scalar*> result;
   for (IterDomain* id : logical) {
-    result.push_back(id->extent());
-  }
-  for (ParallelType pt : deviceParallelTypes(tv)) {
-    ParallelAxis axis = findParallelAxis(tv, pt, tv->logical());
-    auto it = std::find(logical.begin(), logical.end(), axis.source);
-    if (it != logical.end()) {
-      result[it - logical.begin()] = axis.partExtent();
+    if (id->isBroadcast()) {
+      result.push_back(constant(tv->container(), 1));
+      continue;
     }
+    const std::vector<ParallelAxis> axes = deviceAxesOn(tv, id);
+    const ParallelAxis* pa = innermost(axes);
+    if (pa == nullptr) {
+      result.push_back(id->extent());
+      continue;
+    }
+    // One part of the innermost device split, times the parts of every
+    // other split above it that is not across devices.
+    Scalar* local = pa->partExtent();
+    for (IterDomain* above : pa->above) {
+      if (!above->isDeviceParallel()) {
+        local = mul(above->extent(), local);
+      }
+    }
+    result.push_back(local);
   }
   return result;
 }
@@ -129,17 +174,24 @@ std::vector<Scalar*> localExtents(const TensorView* tv) {
 StreamChunk streamChunk(const TensorView* tv, Scalar* index) {
   ParallelAxis axis = findParallelAxis(tv, ParallelType::Stream, tv->logical());
   MDF_CHECK(axis, tv->toString(), " has no stream axis");
+  MDF_CHECK(
+      axis.isOuter(),
+      "the stream axis of ",
+      tv->toString(),
+      " is the inner part of a split");
   const std::vector<IterDomain*> logical = tv->logicalNoReductions();
   auto it = std::find(logical.begin(), logical.end(), axis.source);
   MDF_CHECK(it != logical.end(), "stream axis of a reduction");
   const int64_t pos = it - logical.begin();
   Scalar* extent = localExtents(tv)[pos];
-  MDF_CHECK(
-      extent == axis.source->extent(),
-      "the stream axis of ",
-      tv->toString(),
-      " is also sharded across devices");
+  // A chunk of the local tensor: one part of the stream split, less the
+  // device splits below it.
   Scalar* chunk = axis.partExtent();
+  for (const ParallelAxis& device : deviceAxesOn(tv, axis.source)) {
+    if (contains(device.above, axis.loop)) {
+      chunk = div(chunk, device.parts());
+    }
+  }
   // Clamping the start keeps it a valid offset when trailing chunks are
   // empty (more chunks than rows).
   Scalar* start = min(mul(index, chunk), extent);
@@ -147,40 +199,125 @@ StreamChunk streamChunk(const TensorView* tv, Scalar* index) {
   return {pos, start, length};
 }
 
-bool isResharding(const TensorOp* op) {
-  const TensorView* consumer = op->out();
+bool sameLayout(const ParallelAxis& a, const ParallelAxis& b) {
+  if (!a || !b) {
+    return !a && !b;
+  }
+  if (!sameExtent(a.parts(), b.parts()) || a.isOuter() != b.isOuter() ||
+      (a.split == nullptr) != (b.split == nullptr) ||
+      a.above.size() != b.above.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.above.size(); ++i) {
+    if (!sameExtent(a.above[i]->extent(), b.above[i]->extent())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<EvenSplit> evenSplitsNeeded(const TensorView* tv) {
+  std::vector<EvenSplit> result;
+  for (ParallelType pt : kDeviceParallelTypes) {
+    ParallelAxis pa = findParallelAxis(tv, pt, tv->logical());
+    if (!pa || pa.split == nullptr) {
+      continue;
+    }
+    // Every split from the tensor axis down to the device split.
+    IterDomain* id = pa.loop;
+    while (id != pa.source) {
+      auto* split = static_cast<Split*>(id->definition());
+      const bool outer = split->outer() == id;
+      result.push_back(
+          {split->in()->extent(),
+           outer ? split->outer()->extent() : split->inner()->extent(),
+           split->in()});
+      id = split->in();
+    }
+  }
+  return result;
+}
+
+IterDomain* mappedAxis(
+    const TensorOp* op,
+    const TensorView* producer,
+    const TensorView* consumer,
+    const IterDomain* producer_axis) {
+  for (const AxisMapping& m : op->mapProducerToConsumer(producer, consumer)) {
+    if (m.producer == producer_axis) {
+      return m.consumer;
+    }
+  }
+  return nullptr;
+}
+
+bool isDeviceSum(const TensorOp* op) {
+  if (opInfo(op->type()).family != OpFamily::kReduction) {
+    return false;
+  }
+  const TensorView* producer = op->tensorInputs().at(0);
+  bool reduces = false;
+  for (const AxisMapping& m : op->mapProducerToConsumer(producer)) {
+    if (!m.consumer->isReduction()) {
+      continue;
+    }
+    reduces = true;
+    // The reduced producer axis must itself be the device axis (the
+    // device part of an rFactored axis), not a sharded axis with a local
+    // remainder.
+    if (!m.producer->isDeviceParallel()) {
+      return false;
+    }
+  }
+  return reduces;
+}
+
+bool isResharding(const TensorOp* op, const TensorView* consumer) {
+  for (ParallelType pt : kDeviceParallelTypes) {
+    IterDomain* id = loopAxis(consumer, pt);
+    if (id != nullptr && id->isReduction()) {
+      return true;
+    }
+  }
   for (TensorView* producer : op->tensorInputs()) {
     if (producer->deviceMesh() != consumer->deviceMesh()) {
       return true;
     }
-    std::unordered_map<IterDomain*, IterDomain*> p2c;
-    std::unordered_set<IterDomain*> indexed;
-    for (auto [p, c] : op->mapProducerToConsumer(producer)) {
-      p2c[p] = c;
-      indexed.insert(c);
-    }
+    const std::vector<AxisMapping> map =
+        op->mapProducerToConsumer(producer, consumer);
+    auto indexes = [&](const IterDomain* c) {
+      return std::any_of(map.begin(), map.end(), [&](const AxisMapping& m) {
+        return m.consumer == c;
+      });
+    };
     for (ParallelType pt : kDeviceParallelTypes) {
-      ParallelAxis p_axis = findParallelAxis(producer, pt, producer->logical());
-      ParallelAxis c_axis =
-          findParallelAxis(consumer, pt, consumer->maybeRoot());
-      IterDomain* mapped = nullptr;
-      if (p_axis) {
-        auto it = p2c.find(p_axis.source);
-        mapped = it == p2c.end() ? nullptr : it->second;
+      ParallelAxis p = findParallelAxis(producer, pt, producer->logical());
+      if (p && p.source->isReduction()) {
+        // Reduced over these devices: every device holds whole values.
+        p = {};
       }
-      // A consumer axis this producer does not index (the out_features of
-      // a linear, for its input) puts no requirement on it: every device
-      // holds the whole producer along it.
-      IterDomain* c_source =
-          c_axis && indexed.count(c_axis.source) != 0 ? c_axis.source : nullptr;
-      if (mapped != c_source) {
+      ParallelAxis c = findParallelAxis(consumer, pt, consumer->maybeRoot());
+      if (!p) {
+        // A replicated producer feeds a sharded consumer axis it indexes:
+        // each device must take its part.
+        if (c && indexes(c.source)) {
+          return true;
+        }
+        continue;
+      }
+      IterDomain* mapped = mappedAxis(op, producer, consumer, p.source);
+      if (mapped == nullptr || !c || c.source != mapped ||
+          !sameLayout(p, c)) {
         return true;
       }
     }
   }
-  for (ParallelType pt : kDeviceParallelTypes) {
-    IterDomain* id = loopAxis(consumer, pt);
-    if (id != nullptr && id->isReduction()) {
+  return false;
+}
+
+bool isResharding(const TensorOp* op) {
+  for (TensorView* out : op->outs()) {
+    if (isResharding(op, out)) {
       return true;
     }
   }

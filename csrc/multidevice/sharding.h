@@ -1,24 +1,43 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <string>
 #include <vector>
 
-#include "ir/ops.h"
+#include "ir/ops/tensor_op.h"
 #include "ir/tensor_view.h"
 
 namespace mdfuser {
 
 // How one parallel type is applied to a tensor: the loop axis that carries
-// it, the domain axis it comes from and the split between them (nullptr when
-// the domain axis itself is parallelized). mdfuser supports parallel loop
-// axes that are a domain axis or a direct output of one split of it.
+// it, the domain axis it comes from and the split that produced it.
+//
+// mdfuser supports loop axes cut from a tensor axis by a chain of splits,
+// each splitting the inner part of the previous one, with the parallel axis
+// the outer part of its split:
+//
+//   n -> [P1{f1}, n1],  n1 -> [P2{f2}, n2],  ...
+//
+// so that [stream{s}, device{d}, rest] gives each device, in each of the
+// s stream chunks, a contiguous run of n / (s * d) elements, and
+// [device{d}, stream{s}, rest] chunks each device's contiguous shard. The
+// outer parts of the splits above the parallel axis are in `above`.
 struct ParallelAxis {
   IterDomain* loop = nullptr;
   IterDomain* source = nullptr;
+  // The split one of whose outputs is `loop`; nullptr when the domain axis
+  // itself is parallelized.
   Split* split = nullptr;
+  // The outer parts of the splits between `split` and `source`, outermost
+  // first.
+  std::vector<IterDomain*> above;
 
   explicit operator bool() const {
     return loop != nullptr;
+  }
+  // Whether `loop` is the outer part of its split (or the domain axis).
+  bool isOuter() const {
+    return split == nullptr || split->outer() == loop;
   }
   // Extent of the parallel loop axis: number of devices or of stream chunks.
   Scalar* parts() const {
@@ -33,23 +52,25 @@ IterDomain* loopAxis(const TensorView* tv, ParallelType pt);
 
 // Where `pt` is applied to `tv`, traced back to `domain` (tv's logical or
 // root domain). Empty when `tv` has no `pt` axis. User error when the loop
-// axis is derived in a way mdfuser does not support.
+// axis derives from the domain in a way mdfuser does not support (a merge,
+// or through the outer part of a split).
 ParallelAxis findParallelAxis(
     const TensorView* tv,
     ParallelType pt,
     const std::vector<IterDomain*>& domain);
 
-// The device parallel types `tv` is sharded on, in the order x, y, z.
+// The device parallel types `tv` is sharded on, in the order x, y, z
+// (including device-parallel reduction axes).
 std::vector<ParallelType> deviceParallelTypes(const TensorView* tv);
 bool isSharded(const TensorView* tv);
 
-// Per non-reduction logical axis of `tv`, its extent in one device's shard:
-// one part of its split when the axis is split across devices, 1 when the
-// axis itself is device-parallel, the global extent otherwise.
+// Per non-reduction logical axis of `tv`, its extent in one device's local
+// tensor: the global extent divided by the devices it is sharded over; 1
+// for broadcast axes (they hold one element even when expanded).
 std::vector<Scalar*> localExtents(const TensorView* tv);
 
 // Per non-reduction logical axis of `tv`, the device parallel type it is
-// sharded on, or Serial.
+// sharded on, or Serial (the innermost one when several).
 std::vector<ParallelType> shardingOfLogicalAxes(const TensorView* tv);
 
 // The part of `tv`'s stream-split axis that iteration `index` of its stream
@@ -62,9 +83,40 @@ struct StreamChunk {
 };
 StreamChunk streamChunk(const TensorView* tv, Scalar* index);
 
-// True when `op` moves data between devices: a producer and the consumer
-// shard mapped axes differently, live on different meshes, or the consumer
-// reduces over a device-parallel axis.
+// Whether two parallel axes cut their tensor axes into the same parts:
+// equal numbers of parts and equal splits above them. Their tensor axes
+// are compared by the caller.
+bool sameLayout(const ParallelAxis& a, const ParallelAxis& b);
+
+// Where two extents must divide evenly for `tv`'s device splits to give
+// every device an equal part: each split on the way to a device axis
+// (dividend, divisor). Stream splits below the last device split may be
+// uneven.
+struct EvenSplit {
+  Scalar* dividend;
+  Scalar* divisor;
+  IterDomain* axis;
+};
+std::vector<EvenSplit> evenSplitsNeeded(const TensorView* tv);
+
+// The consumer axis each producer axis maps to in `op`, or nothing.
+IterDomain* mappedAxis(
+    const TensorOp* op,
+    const TensorView* producer,
+    const TensorView* consumer,
+    const IterDomain* producer_axis);
+
+// True when `op` is a reduction over axes that its input holds across
+// devices only: the cross-device half of an rFactored reduction, which
+// becomes an Allreduce, ReduceScatter or Reduce.
+bool isDeviceSum(const TensorOp* op);
+
+// True when `op` moves data between devices: a producer lives on another
+// mesh than `consumer`, is sharded on an axis the consumer does not index
+// or indexes differently, is replicated where the consumer is sharded, or
+// the consumer reduces over a device-parallel axis.
+bool isResharding(const TensorOp* op, const TensorView* consumer);
+// For every output.
 bool isResharding(const TensorOp* op);
 
 } // namespace mdfuser

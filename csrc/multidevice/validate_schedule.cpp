@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "multidevice/validate_schedule.h"
 
+#include <algorithm>
+
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "multidevice/communication_type.h"
@@ -20,9 +22,9 @@ void validateDeviceAxes(const TensorView* tv) {
         " but no device mesh; call set_device_mesh on it");
     const DeviceMesh& mesh = *tv->deviceMesh();
     const int64_t devices = mesh.size(pt);
-    ParallelAxis axis = findParallelAxis(tv, pt, tv->logical());
+    ParallelAxis axis = findParallelAxis(tv, pt, tv->maybeRoot());
     MDF_USER_CHECK(
-        axis.split == nullptr || axis.split->outer() == axis.loop,
+        axis.isOuter(),
         "the ",
         parallelTypeName(pt),
         " axis ",
@@ -51,23 +53,21 @@ void validateDeviceAxes(const TensorView* tv) {
           parallelTypeName(pt),
           "; split by the number of devices");
     }
-    Scalar* extent = axis.source->extent();
-    Scalar* part = axis.partExtent();
-    if (extent->isConst() && part->isConst()) {
+  }
+  for (const EvenSplit& even : evenSplitsNeeded(tv)) {
+    if (even.dividend->isConst() && even.divisor->isConst()) {
       MDF_USER_CHECK(
-          extent->value() == devices * part->value(),
+          even.dividend->value() % even.divisor->value() == 0,
           "axis ",
-          axis.source->toString(),
+          even.axis->toString(),
           " of ",
           tv->toString(),
           " has extent ",
-          extent->value(),
+          even.dividend->value(),
           ", which is not divisible into ",
-          devices,
-          " equal shards for ",
-          parallelTypeName(pt),
-          " of ",
-          mesh.toString());
+          even.divisor->value(),
+          " equal parts; every split on the way to a device axis must "
+          "divide evenly");
     }
   }
 }
@@ -78,7 +78,7 @@ void validateStreamAxis(const TensorView* tv) {
     return;
   }
   MDF_USER_CHECK(
-      axis.split == nullptr || axis.split->outer() == axis.loop,
+      axis.isOuter(),
       "the stream axis ",
       axis.loop->toString(),
       " of ",
@@ -95,6 +95,62 @@ void validateStreamAxis(const TensorView* tv) {
       "across streams");
 }
 
+bool sameExtent(const Scalar* a, const Scalar* b) {
+  return a == b || (a->isConst() && b->isConst() && a->value() == b->value());
+}
+
+// The device axes above a stream axis, as (parallel type, parts).
+std::vector<std::pair<ParallelType, const Scalar*>> devicesAbove(
+    const ParallelAxis& stream) {
+  std::vector<std::pair<ParallelType, const Scalar*>> result;
+  for (const IterDomain* id : stream.above) {
+    if (id->isDeviceParallel()) {
+      result.emplace_back(id->parallelType(), id->extent());
+    }
+  }
+  return result;
+}
+
+// Inside a stream loop, iteration i of `op` reads chunk i of each producer
+// that has a stream axis: the chunks must cover the same elements.
+void validateStreamChunks(const TensorOp* op) {
+  for (const TensorView* consumer : op->outs()) {
+    ParallelAxis c =
+        findParallelAxis(consumer, ParallelType::Stream, consumer->maybeRoot());
+    if (!c) {
+      continue;
+    }
+    for (const TensorView* producer : op->tensorInputs()) {
+      ParallelAxis p =
+          findParallelAxis(producer, ParallelType::Stream, producer->logical());
+      if (!p) {
+        continue;
+      }
+      const IterDomain* mapped =
+          mappedAxis(op, producer, consumer, p.source);
+      const auto p_above = devicesAbove(p);
+      const auto c_above = devicesAbove(c);
+      bool same_devices = p_above.size() == c_above.size();
+      for (size_t i = 0; same_devices && i < p_above.size(); ++i) {
+        same_devices = p_above[i].first == c_above[i].first &&
+            sameExtent(p_above[i].second, c_above[i].second);
+      }
+      MDF_USER_CHECK(
+          mapped == c.source && sameExtent(p.parts(), c.parts()) &&
+              same_devices,
+          "the stream chunks of ",
+          producer->toString(),
+          " and ",
+          consumer->toString(),
+          " cover different elements in ",
+          op->opName(),
+          ": split the axis they share by the same number of streams, with "
+          "any device split of it below (not above) the stream split, or "
+          "with the same device split above it in both");
+    }
+  }
+}
+
 } // namespace
 
 void validateSchedule(const Fusion& fusion) {
@@ -108,16 +164,6 @@ void validateSchedule(const Fusion& fusion) {
   for (const TensorView* tv : fusion.allTensors()) {
     validateDeviceAxes(tv);
     validateStreamAxis(tv);
-    if (with_mesh == nullptr || !tv->hasDeviceMesh()) {
-      continue;
-    }
-    MDF_USER_CHECK(
-        *tv->deviceMesh() == *with_mesh->deviceMesh(),
-        tv->toString(),
-        " and ",
-        with_mesh->toString(),
-        " are on different device meshes; mdfuser supports one mesh per "
-        "fusion");
   }
   if (with_mesh != nullptr) {
     for (const TensorView* tv : fusion.inputs()) {
@@ -132,23 +178,37 @@ void validateSchedule(const Fusion& fusion) {
   }
 }
 
+void requireEvenSplits(Fusion* fusion) {
+  for (const TensorView* tv : fusion->allTensors()) {
+    for (const EvenSplit& even : evenSplitsNeeded(tv)) {
+      if (even.dividend->isConst() && even.divisor->isConst()) {
+        continue;
+      }
+      fusion->addDivisibilityConstraint(
+          even.dividend,
+          even.divisor,
+          "axis " + even.axis->toString() + " of T" +
+              std::to_string(tv->name()) + ", split across devices,");
+    }
+  }
+}
+
 void validateReshardings(const Fusion& fusion) {
   for (const TensorOp* op : fusion.exprs()) {
+    validateStreamChunks(op);
     if (!isResharding(op)) {
       continue;
     }
-    const bool single_input = dynamic_cast<const LoadStoreOp*>(op) != nullptr ||
-                              dynamic_cast<const ReductionOp*>(op) != nullptr;
-    MDF_USER_CHECK(
-        single_input,
-        "the inputs of ",
-        op->opName(),
-        " are sharded inconsistently:\n",
-        op->toString(),
-        "\nAxes that the operation maps to each other must be sharded on the "
-        "same device parallel type (for example, shard the weight's "
-        "in_features like the input's last axis)");
-    chooseCommunication(op);
+    const bool communication =
+        (dynamic_cast<const LoadStoreOp*>(op) != nullptr ||
+         isDeviceSum(op)) &&
+        op->tensorInputs().size() == 1;
+    MDF_CHECK(
+        communication,
+        "the fusion passes left a compute operation that moves data between "
+        "devices:\n",
+        op->toString());
+    chooseResharding(op);
   }
 }
 

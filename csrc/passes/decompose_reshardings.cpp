@@ -2,142 +2,304 @@
 #include "passes/decompose_reshardings.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <map>
+#include <string>
+#include <unordered_set>
 
 #include "ir/container.h"
 #include "ir/errors.h"
 #include "ir/ops.h"
+#include "ir/rfactor.h"
+#include "multidevice/output_sharding.h"
 #include "multidevice/sharding.h"
 
 namespace mdfuser {
 
 namespace {
 
-// The device parallel type on a reduction loop axis of `tv`, if any.
-std::optional<ParallelType> deviceReduction(const TensorView* tv) {
+constexpr ParallelType kDeviceParallelTypes[] = {
+    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
+
+bool isCommunication(const TensorOp* op) {
+  return dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op);
+}
+
+bool hasPartialClaim(const std::vector<Claim>& claims) {
+  return std::any_of(claims.begin(), claims.end(), [](const Claim& c) {
+    return c.partial;
+  });
+}
+
+bool hasDeviceReduction(const TensorView* tv) {
+  const auto& loop = tv->loop();
+  return std::any_of(loop.begin(), loop.end(), [](const IterDomain* id) {
+    return id->isReduction() && id->isDeviceParallel();
+  });
+}
+
+// Gives `to` the stream split of `from` (same logical structure) when it
+// has none and the split can come alone.
+void copyStream(const TensorView* from, TensorView* to) {
+  ParallelAxis stream =
+      findParallelAxis(from, ParallelType::Stream, from->logical());
+  if (!stream || loopAxis(to, ParallelType::Stream) != nullptr ||
+      !streamCanFollow(stream, {})) {
+    return;
+  }
+  const std::vector<IterDomain*>& from_ids = from->logical();
+  auto it = std::find(from_ids.begin(), from_ids.end(), stream.source);
+  if (it == from_ids.end()) {
+    return;
+  }
+  IterDomain* target = to->logical()[it - from_ids.begin()];
+  const auto& loop = to->loop();
+  if (std::find(loop.begin(), loop.end(), target) == loop.end() ||
+      target->parallelType() != ParallelType::Serial) {
+    return;
+  }
+  replayAxis(from, stream.source, to, target, {ParallelType::Stream});
+}
+
+// Replaces output `index` of `op` (registered) by `tv`; returns the new op.
+TensorOp* replaceOutput(TensorOp* op, size_t index, TensorView* tv) {
+  std::vector<TensorView*> outs = op->outs();
+  outs[index] = tv;
+  op->unregisterAsDefinition();
+  TensorOp* replaced = op->withTensors(outs, op->tensorInputs());
+  replaced->registerAsDefinition();
+  return replaced;
+}
+
+// Drops `tv`'s reduction axes and the loop axes derived from them.
+void dropReductions(TensorView* tv) {
+  std::vector<IterDomain*> logical;
+  for (IterDomain* id : tv->logical()) {
+    if (!id->isReduction()) {
+      logical.push_back(id);
+    }
+  }
+  std::vector<IterDomain*> loop;
   for (IterDomain* id : tv->loop()) {
-    if (id->isReduction() && id->isDeviceParallel()) {
-      return id->parallelType();
-    }
-  }
-  return std::nullopt;
-}
-
-// Builds the partial tensor of `out`: the same domains, except that the
-// split of the device-reduced axis moves between root and logical, with its
-// device part turned into an iteration axis.
-TensorView* makePartial(TensorView* out, const ParallelAxis& reduced) {
-  IrContainer* container = out->container();
-  std::unordered_map<IterDomain*, IterDomain*> to_partial;
-  std::vector<IterDomain*> root;
-  for (IterDomain* id : out->logical()) {
-    auto* copy = container->create<IterDomain>(id->extent(), id->iterType());
-    to_partial[id] = copy;
-    root.push_back(copy);
-  }
-
-  std::vector<IterDomain*> logical = root;
-  for (Split* s : splitsBetween(out->logical(), out->loop())) {
-    IterDomain* in = to_partial.at(s->in());
-    IterDomain* outer = nullptr;
-    IterDomain* inner = nullptr;
-    if (s == reduced.split) {
-      auto make = [&](IterDomain* like) {
-        const bool on_devices = like == reduced.loop;
-        return container->create<IterDomain>(
-            like->extent(),
-            on_devices ? IterType::Iteration : IterType::Reduction,
-            ParallelType::Serial,
-            /*is_rfactor_product=*/true);
-      };
-      outer = make(s->outer());
-      inner = make(s->inner());
-      container->create<Split>(outer, inner, in, s->factor(), s->innerSplit());
-      auto pos = std::find(logical.begin(), logical.end(), in);
-      pos = logical.erase(pos);
-      logical.insert(pos, {outer, inner});
-    } else {
-      std::tie(outer, inner) = split(in, s->factor(), s->innerSplit());
-    }
-    to_partial[s->outer()] = outer;
-    to_partial[s->inner()] = inner;
-  }
-
-  std::vector<IterDomain*> loop;
-  for (IterDomain* id : out->loop()) {
-    IterDomain* copy = to_partial.at(id);
-    copy->parallelize(id->parallelType());
-    loop.push_back(copy);
-  }
-  auto* partial = container->create<TensorView>(logical, out->dtype());
-  partial->setDomains(std::move(root), std::move(logical), std::move(loop));
-  if (out->hasDeviceMesh()) {
-    partial->setDeviceMesh(*out->deviceMesh());
-  }
-  return partial;
-}
-
-// Rewrites `out`'s domains for the cross-device sum: the device-reduced
-// axis becomes a reduction over the devices only.
-void reduceOverDevices(TensorView* out, const ParallelAxis& reduced) {
-  auto* over_devices = out->container()->create<IterDomain>(
-      reduced.loop->extent(),
-      IterType::Reduction,
-      reduced.loop->parallelType());
-  std::vector<IterDomain*> logical = out->logical();
-  std::replace(logical.begin(), logical.end(), reduced.source, over_devices);
-  std::vector<IterDomain*> loop;
-  for (IterDomain* id : out->loop()) {
-    if (id == reduced.loop) {
-      loop.push_back(over_devices);
-    } else if (id != reduced.split->outer() && id != reduced.split->inner()) {
+    if (!id->isReduction()) {
       loop.push_back(id);
     }
   }
-  out->setDomains({}, std::move(logical), std::move(loop));
+  tv->setDomains({}, std::move(logical), std::move(loop));
 }
 
-void rFactor(TensorOp* op, ParallelType pt) {
-  TensorView* out = op->out();
-  ParallelAxis reduced = findParallelAxis(out, pt, out->logical());
-  MDF_USER_CHECK(
-      reduced.split != nullptr,
-      "the reduction axis ",
-      reduced.loop->toString(),
-      " of ",
-      out->toString(),
-      " is parallelized on ",
-      parallelTypeName(pt),
-      " without a split; split the reduced axis by the number of devices "
-      "and parallelize the outer part");
+class Decomposer {
+ public:
+  explicit Decomposer(Fusion* fusion) : fusion_(fusion) {}
 
-  const auto* linear_op = dynamic_cast<const LinearOp*>(op);
-  MDF_USER_CHECK(
-      linear_op == nullptr || linear_op->bias() == nullptr,
-      "linear reduces over in_features sharded on ",
-      parallelTypeName(pt),
-      ", and its bias would be added once per device; mdfuser cannot split "
-      "a linear with bias this way yet. Add the bias after the linear, or "
-      "shard out_features instead:\n",
-      op->toString());
-  TensorView* partial = makePartial(out, reduced);
-  op->unregisterAsDefinition();
-  op->withOperands(partial, op->tensorInputs())->registerAsDefinition();
-  reduceOverDevices(out, reduced);
-  out->container()->create<ReductionOp>(out, partial)->registerAsDefinition();
-}
+  void run() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (TensorOp* op : fusion_->exprs()) {
+        if (done_.count(op) != 0) {
+          continue;
+        }
+        done_.insert(op);
+        if (process(op)) {
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+
+ private:
+  // Returns true when the fusion's operations changed.
+  bool process(TensorOp* op) {
+    if (isCommunication(op) || !op->out()->hasDeviceMesh()) {
+      return false;
+    }
+    const DeviceMesh& mesh = *op->out()->deviceMesh();
+    const std::vector<Claim> claims = outputClaims(op, mesh);
+    if (auto* linear = dynamic_cast<LinearOp*>(op);
+        linear != nullptr && linear->bias() != nullptr &&
+        hasPartialClaim(claims)) {
+      addBiasAfterTheSum(linear);
+      return true;
+    }
+
+    bool changed = false;
+    std::vector<TensorView*> ins = op->tensorInputs();
+    bool resharded = false;
+    for (TensorView*& in : ins) {
+      if (!conformsToClaims(op, claims, in, op->out())) {
+        in = reshard(op, claims, in);
+        resharded = true;
+      }
+    }
+    if (resharded) {
+      op->unregisterAsDefinition();
+      TensorOp* replaced = op->withTensors(op->outs(), ins);
+      replaced->registerAsDefinition();
+      done_.insert(replaced);
+      op = replaced;
+      changed = true;
+    }
+
+    const std::vector<TensorView*> outs = op->outs();
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TensorView* out = outs[i];
+      if (matchesClaims(op, claims, out)) {
+        if (hasDeviceReduction(out)) {
+          reduceOverDevices(out);
+          changed = true;
+        }
+        continue;
+      }
+      // Compute the claimed sharding, then move it to the user's.
+      TensorView* natural = newTensorLike(out, true, false);
+      applyClaims(op, claims, out, natural);
+      copyStream(out, natural);
+      op = replaceOutput(op, i, natural);
+      done_.insert(op);
+      if (hasDeviceReduction(natural)) {
+        TensorView* partial = reduceOverDevices(natural);
+        sumInto(out, natural, partial);
+      } else {
+        dropReductions(out);
+        fusion_->create<LoadStoreOp>(out, natural)->registerAsDefinition();
+      }
+      changed = true;
+    }
+    return changed;
+  }
+
+  // out = op(...) reducing over device axes becomes partial = op(...) and
+  // out = sum(partial) over those axes; returns partial.
+  TensorView* reduceOverDevices(TensorView* out) {
+    std::vector<IterDomain*> local;
+    for (IterDomain* id : out->loop()) {
+      if (id->isReduction() && !id->isDeviceParallel()) {
+        local.push_back(id);
+      }
+    }
+    TensorView* partial = rFactor(out, local);
+    done_.insert(static_cast<TensorOp*>(partial->definition()));
+    return partial;
+  }
+
+  // `natural` = sum(partial) over device axes; makes `out` that sum instead,
+  // keeping out's own sharding of its other axes.
+  void sumInto(TensorView* out, TensorView* natural, TensorView* partial) {
+    auto* sum = static_cast<TensorOp*>(natural->definition());
+    const OpType type = sum->type();
+    sum->unregisterAsDefinition();
+    std::vector<IterDomain*> logical;
+    std::vector<IterDomain*> reduced;
+    const std::vector<IterDomain*>& from = natural->logical();
+    size_t next = 0;
+    for (IterDomain* id : out->logical()) {
+      // natural's logical mirrors out's, with each reduction axis replaced
+      // by the device axes it is summed over.
+      if (!id->isReduction()) {
+        while (next < from.size() && from[next]->isReduction()) {
+          ++next;
+        }
+        logical.push_back(id);
+        ++next;
+        continue;
+      }
+      while (next < from.size() && from[next]->isReduction()) {
+        IterDomain* r = from[next++];
+        const ParallelType pt =
+            loopAxis(out, r->parallelType()) == nullptr ||
+                loopAxis(out, r->parallelType())->isReduction()
+            ? r->parallelType()
+            : ParallelType::Serial;
+        auto* copy = fusion_->create<IterDomain>(
+            r->extent(), IterType::Reduction, pt);
+        logical.push_back(copy);
+        reduced.push_back(copy);
+      }
+    }
+    std::vector<IterDomain*> loop;
+    for (IterDomain* id : out->loop()) {
+      if (!id->isReduction()) {
+        loop.push_back(id);
+      }
+    }
+    loop.insert(loop.end(), reduced.begin(), reduced.end());
+    out->setDomains({}, std::move(logical), std::move(loop));
+    fusion_->create<ReductionOp>(type, out, partial)->registerAsDefinition();
+  }
+
+  // out = linear(in, w, b) with a sum over devices becomes
+  //   sum = linear(in, w)   // laid out like out, then decomposed
+  //   out = add(sum, b)
+  // so that the bias is added once.
+  void addBiasAfterTheSum(LinearOp* linear) {
+    TensorView* out = linear->out();
+    TensorView* sum = newTensorLike(out, true, true);
+    linear->unregisterAsDefinition();
+    fusion_->create<LinearOp>(sum, linear->in(), linear->weight(), nullptr)
+        ->registerAsDefinition();
+    dropReductions(out);
+    fusion_
+        ->create<PointwiseOp>(
+            OpType::Add, out, std::vector<Val*>{sum, linear->bias()})
+        ->registerAsDefinition();
+  }
+
+  // `in`, laid out as `op`'s claims need: p2 = set(in), reused.
+  TensorView* reshard(
+      const TensorOp* op, const std::vector<Claim>& claims, TensorView* in) {
+    const TensorView* consumer = op->out();
+    // The layout asked for: per claim, which axis of `in` carries it.
+    std::string key = "T" + std::to_string(in->name()) + " on " +
+        consumer->deviceMesh()->toString();
+    std::vector<std::pair<const Claim*, IterDomain*>> wanted;
+    const std::vector<AxisMapping> map =
+        op->mapProducerToConsumer(in, consumer);
+    for (const Claim& claim : claims) {
+      IterDomain* target = claimedAxis(op, claim, consumer);
+      for (const AxisMapping& m : map) {
+        if (target != nullptr && m.consumer == target) {
+          wanted.emplace_back(&claim, m.producer);
+          key += " " + std::string(parallelTypeName(claim.parallel_type)) +
+              ":" + m.producer->toString() + "/" +
+              claim.axis.loop->toString();
+        }
+      }
+    }
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      return it->second;
+    }
+    TensorView* out = newTensorLike(in, false, false);
+    out->setDeviceMesh(*consumer->deviceMesh());
+    const std::vector<IterDomain*> in_ids = in->logicalNoReductions();
+    for (auto [claim, axis] : wanted) {
+      auto pos = std::find(in_ids.begin(), in_ids.end(), axis) - in_ids.begin();
+      IterDomain* target = out->logical()[pos];
+      const auto& loop = out->loop();
+      if (std::find(loop.begin(), loop.end(), target) == loop.end()) {
+        continue;
+      }
+      replayAxis(
+          claim->producer,
+          claim->axis.source,
+          out,
+          target,
+          {claim->parallel_type});
+    }
+    copyStream(in, out);
+    fusion_->create<LoadStoreOp>(out, in)->registerAsDefinition();
+    cache_.emplace(key, out);
+    return out;
+  }
+
+  Fusion* fusion_;
+  std::unordered_set<const TensorOp*> done_;
+  std::map<std::string, TensorView*> cache_;
+};
 
 } // namespace
 
 void decomposeReshardings(Fusion* fusion) {
-  for (TensorOp* op : fusion->exprs()) {
-    if (dynamic_cast<ReductionOp*>(op) != nullptr) {
-      continue;
-    }
-    if (std::optional<ParallelType> pt = deviceReduction(op->out())) {
-      rFactor(op, *pt);
-    }
-  }
+  Decomposer(fusion).run();
 }
 
 } // namespace mdfuser

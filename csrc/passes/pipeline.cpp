@@ -22,6 +22,7 @@ void runFusionPasses(Fusion* fusion, const FusionPassOptions& options) {
   dump("decomposeReshardings");
   reorderParallelAxes(fusion);
   dump("reorderParallelAxes");
+  requireEvenSplits(fusion);
   validateReshardings(*fusion);
 }
 

@@ -15,9 +15,14 @@ struct FusionPassOptions {
 // Turns a user's scheduled fusion into one ready for host IR lowering:
 //   validateSchedule      the user's annotations make sense
 //   propagateShardings    meshes, device and stream splits reach every tensor
-//   decomposeReshardings  device-split reductions become local op + sum
+//   decomposeReshardings  compute is local: producers resharded before,
+//                         outputs moved after, device-split reductions
+//                         become local op + sum
 //   reorderParallelAxes   stream and device axes outermost (lowering needs it)
-//   validateReshardings   what moves data is a single collective
+//   requireEvenSplits     symbolic extents that must divide across devices
+//                         are checked when inputs arrive
+//   validateReshardings   what moves data is a single collective, and
+//                         stream loops chunk their tensors alike
 // The order matters: decomposition needs the propagated shardings, and
 // reordering must see the tensors decomposition creates.
 void runFusionPasses(Fusion* fusion, const FusionPassOptions& options = {});

@@ -9,19 +9,17 @@ namespace mdfuser {
 // consumers, in topological order, so that only fusion inputs need
 // annotations.
 //
-// For each operation and each parallel type a producer uses but the
-// consumer does not, the producer's split of the parallel axis is replayed
-// on the consumer axis it maps to (LinearOp maps in_features to the
-// reduction axis, batch axes to batch axes, ...). A consumer that lacks a
-// mesh takes its first producer's mesh and device shardings; one whose mesh
-// the user set keeps its device sharding, replicated or not, and a
-// communication will reconcile it with its producers. Stream splits reach
-// every consumer.
+// A consumer without a mesh takes the mesh of its first producer (in the
+// operation's shardingPriority()) that has one, and the device shardings
+// its producers claim (see multidevice/output_sharding.h): a claimed axis
+// is cut like the claiming producer's, which may be a reduction axis (the
+// output then sums over devices). A consumer whose mesh the user set keeps
+// its device sharding, replicated or not; decomposeReshardings reconciles
+// it with its producers. Stream splits reach every consumer that has none,
+// from the first producer whose stream axis maps to an unsplit axis and can
+// be carried there.
 //
-// Assumes validateSchedule passed. Guarantees nothing about consistency: a
-// consumer that already uses a parallel type keeps it, and an axis that was
-// already split is left alone; decomposeReshardings and
-// validateReshardings deal with what remains inconsistent.
+// Assumes validateSchedule passed. Guarantees nothing about consistency.
 void propagateShardings(Fusion* fusion);
 
 } // namespace mdfuser

@@ -329,6 +329,8 @@ c10d::Backend& Communicator::backend(
 #endif
         break;
       }
+      case hir::CommunicatorBackend::kCuda:
+        MDF_USER_ERROR("the CUDA communication backend is not available yet");
     }
   } catch (const UserError&) {
     throw;

@@ -4,19 +4,19 @@
 #include <chrono>
 #include <unordered_map>
 
-#include <ATen/ops/copy.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/linear.h>
-#include <ATen/ops/matmul.h>
-#include <ATen/ops/sum.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ir/errors.h"
+#include "ir/literal.h"
 #include "ir/ops.h"
+#include "runtime/collectives.h"
 #include "runtime/communicator.h"
+#include "runtime/kernels.h"
 #include "runtime/tensor_types.h"
 
 namespace mdfuser {
@@ -29,8 +29,7 @@ struct RunState {
   ScalarEvaluator scalars;
   std::unordered_map<const TensorView*, at::Tensor> tensors;
   std::unordered_map<const hir::Stream*, c10::Stream> captured;
-  std::unordered_map<const hir::Communication*, c10::intrusive_ptr<c10d::Work>>
-      pending;
+  std::unordered_map<const hir::Communication*, PendingCollective> pending;
 };
 
 std::string teamString(const std::vector<int64_t>& team) {
@@ -41,13 +40,21 @@ std::string teamString(const std::vector<int64_t>& team) {
   return s + ")";
 }
 
-// `buffer` seen with `shape`: the ATen operation's natural output shape,
-// which differs from the buffer's only by size-1 device axes.
-at::Tensor viewAs(const at::Tensor& buffer, at::IntArrayRef shape) {
-  if (buffer.sizes() == shape) {
-    return buffer;
+c10d::ReduceOp::RedOpType redOp(hir::ReduceKind kind) {
+  switch (kind) {
+    case hir::ReduceKind::kSum:
+      return c10d::ReduceOp::SUM;
+    case hir::ReduceKind::kMax:
+      return c10d::ReduceOp::MAX;
+    case hir::ReduceKind::kMin:
+      return c10d::ReduceOp::MIN;
   }
-  return buffer.view(shape);
+  MDF_UNREACHABLE();
+}
+
+// A host statement's name for the profiler: "mdfuser::linear".
+std::string profilerName(const Expr* expr) {
+  return "mdfuser::" + std::string(expr->opName());
 }
 
 class Interpreter {
@@ -90,6 +97,10 @@ class Interpreter {
   }
 
   void run(const Expr* expr) {
+    at::RecordFunction guard(at::RecordScope::USER_SCOPE);
+    if (guard.isActive()) {
+      guard.before(profilerName(expr));
+    }
     if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
       runLoop(loop);
     } else if (
@@ -115,6 +126,13 @@ class Interpreter {
           tensor(view->in())
               .narrow(
                   view->axis(), scalar(view->start()), scalar(view->length())));
+    } else if (
+        const auto* part = dynamic_cast<const hir::ShardByDevice*>(expr)) {
+      state_.tensors.insert_or_assign(
+          part->out(),
+          tensor(part->in())
+              .narrow(
+                  part->axis(), scalar(part->start()), scalar(part->length())));
     } else if (
         const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
       runCommunication(comm);
@@ -151,64 +169,57 @@ class Interpreter {
   }
 
   void runCompute(const TensorOp* op) {
-    at::Tensor& out = tensor(op->out());
-    if (const auto* linear = dynamic_cast<const LinearOp*>(op)) {
-      const at::Tensor& in = tensor(linear->in());
-      const at::Tensor& weight = tensor(linear->weight());
-      std::optional<at::Tensor> bias;
-      if (linear->bias() != nullptr) {
-        bias = tensor(linear->bias());
+    KernelCall call{*op, {}, {}, {}, state_.scalars};
+    for (const Val* in : op->inputs()) {
+      if (const auto* tv = dynamic_cast<const TensorView*>(in)) {
+        call.tensors.push_back(tensor(tv));
+        call.scalars.emplace_back();
+      } else if (const auto* literal = dynamic_cast<const Literal*>(in)) {
+        call.tensors.emplace_back();
+        call.scalars.push_back(std::visit(
+            [](auto v) { return c10::Scalar(v); }, literal->value()));
+      } else {
+        call.tensors.emplace_back();
+        call.scalars.emplace_back(scalar(static_cast<const Scalar*>(in)));
       }
-      std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
-      shape.push_back(weight.size(0));
-      at::Tensor out_view = viewAs(out, shape);
-      at::linear_out(out_view, in, weight, bias);
-    } else if (const auto* matmul = dynamic_cast<const MatmulOp*>(op)) {
-      const at::Tensor& a = tensor(matmul->a());
-      const at::Tensor& b = tensor(matmul->b());
-      std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end() - 1);
-      shape.push_back(b.size(1));
-      at::Tensor out_view = viewAs(out, shape);
-      at::matmul_out(out_view, a, b);
-    } else if (const auto* set = dynamic_cast<const LoadStoreOp*>(op)) {
-      out.copy_(tensor(set->in()));
-    } else if (const auto* sum = dynamic_cast<const ReductionOp*>(op)) {
-      std::vector<int64_t> dims;
-      const std::vector<IterDomain*>& logical = sum->out()->logical();
-      for (size_t i = 0; i < logical.size(); ++i) {
-        if (logical[i]->isReduction()) {
-          dims.push_back(static_cast<int64_t>(i));
-        }
-      }
-      at::sum_out(out, tensor(sum->in()), dims);
-    } else {
-      MDF_UNREACHABLE("the evaluator cannot run ", op->toString());
     }
+    for (const TensorView* out : op->outs()) {
+      call.outputs.push_back(tensor(out));
+    }
+    runKernel(call);
   }
 
   void runCommunication(const hir::Communication* comm) {
-    MDF_CHECK(
-        comm->type() == CommunicationType::Allreduce,
-        "the evaluator cannot run a ",
-        comm->type());
-    at::Tensor& in = tensor(comm->in());
-    at::Tensor& out = tensor(comm->out());
-    MDF_CHECK_EQ(in.numel(), out.numel(), "allreduce buffers differ in size");
-    MDF_CHECK(out.is_contiguous(), "allreduce output must be contiguous");
-    // c10d reduces in place: the output starts as this rank's contribution.
-    if (!out.is_same(in)) {
-      out.copy_(viewAs(in, out.sizes()));
+    const hir::CommunicationSpec& spec = comm->spec();
+    CollectiveRequest request;
+    request.type = spec.type;
+    request.team = spec.team;
+    request.senders = spec.senders;
+    request.receivers = spec.receivers;
+    request.rank = communicator_ == nullptr ? 0 : communicator_->rank();
+    request.op = redOp(spec.reduce);
+    request.axis = std::max<int64_t>(spec.axis, 0);
+    request.out_axis = std::max<int64_t>(spec.out_axis, 0);
+    if (comm->in() != nullptr) {
+      request.in = tensor(comm->in());
+      if (spec.in_device_axis >= 0 && request.in.dim() > spec.in_device_axis) {
+        request.in = request.in.squeeze(spec.in_device_axis);
+      }
     }
-    if (comm->team().size() == 1) {
+    if (comm->out() != nullptr) {
+      request.out = tensor(comm->out());
+    }
+    if (spec.team.size() == 1) {
+      // Every collective of one device is a copy.
+      if (request.in.defined() && request.out.defined() &&
+          !request.out.is_same(request.in)) {
+        request.out.copy_(request.in.reshape(request.out.sizes()));
+      }
       return;
     }
     MDF_CHECK(communicator_ != nullptr, "a communication needs a communicator");
-    c10d::Backend& backend =
-        communicator_->backend(comm->team(), comm->backend());
-    std::vector<at::Tensor> buffers = {out};
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    state_.pending.insert_or_assign(comm, backend.allreduce(buffers, options));
+    c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());
+    state_.pending.insert_or_assign(comm, postCollective(backend, request));
   }
 
   void runWait(const hir::Wait* wait) {
@@ -218,13 +229,13 @@ class Interpreter {
       // Nothing was posted: a team of one device.
       return;
     }
-    c10::intrusive_ptr<c10d::Work> work = std::move(it->second);
+    PendingCollective pending = std::move(it->second);
     state_.pending.erase(it);
     const auto start = std::chrono::steady_clock::now();
     try {
       // On CUDA this makes the current stream wait; on the CPU the host
       // waits, bounded by the backend's timeout.
-      work->wait();
+      pending.wait();
     } catch (const std::exception& e) {
       const double waited = std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start)
@@ -256,6 +267,22 @@ class Interpreter {
   Communicator* communicator_;
   StreamSet& streams_;
 };
+
+// `t` with its expanded broadcast axes at their extent, as torch returns
+// them.
+at::Tensor expandBroadcasts(
+    const at::Tensor& t, const TensorView* tv, const ScalarEvaluator& extents) {
+  const std::vector<IterDomain*> ids = tv->logicalNoReductions();
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  bool any = false;
+  for (size_t a = 0; a < ids.size() && a < shape.size(); ++a) {
+    if (ids[a]->isExpanded()) {
+      shape[a] = extents.evaluate(ids[a]->extent());
+      any = true;
+    }
+  }
+  return any ? t.expand(shape) : t;
+}
 
 } // namespace
 
@@ -291,8 +318,20 @@ std::vector<at::Tensor> HostIrEvaluator::run(
   std::vector<at::Tensor> outputs;
   for (const TensorView* out : hic_.outputs()) {
     auto it = state.tensors.find(out);
-    MDF_CHECK(it != state.tensors.end(), "output ", out->toString(), " unset");
-    outputs.push_back(it->second);
+    if (it == state.tensors.end()) {
+      // An output on a mesh without this device: nothing to return.
+      MDF_CHECK(
+          out->hasDeviceMesh() && communicator_ != nullptr &&
+              !out->deviceMesh()->has(communicator_->rank()),
+          "output ",
+          out->toString(),
+          " unset");
+      outputs.push_back(at::empty(
+          {0},
+          at::TensorOptions().dtype(toScalarType(out->dtype())).device(device_)));
+      continue;
+    }
+    outputs.push_back(expandBroadcasts(it->second, out, state.scalars));
   }
   return outputs;
 }

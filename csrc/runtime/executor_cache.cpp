@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "host_ir/lower.h"
+#include "ir/errors.h"
 #include "host_ir/passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "runtime/communicator.h"
@@ -24,6 +25,8 @@ std::vector<int64_t> signatureOf(
   std::vector<int64_t> key;
   key.push_back(options.inplace_allreduce ? 1 : 0);
   key.push_back(options.compute_on_main_stream ? 1 : 0);
+  key.push_back(
+      options.backend.has_value() ? static_cast<int64_t>(*options.backend) : -1);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
     key.push_back(static_cast<int64_t>(t.scalar_type()));
@@ -70,11 +73,25 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
     *os << fusion->toString() << std::flush;
   }
 
-  const c10::Device device =
-      inputs.empty() ? c10::Device(c10::kCPU) : inputs.front().device();
+  const c10::Device device = programDevice(definition_, inputs);
   hir::LoweringOptions lowering;
-  lowering.backend = device.is_cuda() ? hir::CommunicatorBackend::kNccl
-                                      : hir::CommunicatorBackend::kGloo;
+  lowering.backend = options.backend.value_or(
+      device.is_cuda() ? hir::CommunicatorBackend::kNccl
+                       : hir::CommunicatorBackend::kGloo);
+  MDF_USER_CHECK(
+      lowering.backend != hir::CommunicatorBackend::kCuda,
+      "the CUDA (copy-engine) communication backend is not available yet; "
+      "use CommunicatorBackend.nccl for CUDA tensors");
+  MDF_USER_CHECK(
+      device.is_cuda() || lowering.backend == hir::CommunicatorBackend::kGloo,
+      "the inputs are CPU tensors, which only the Gloo backend carries; "
+      "got backend ",
+      hir::backendName(lowering.backend));
+  MDF_USER_CHECK(
+      !device.is_cuda() || lowering.backend == hir::CommunicatorBackend::kNccl,
+      "the inputs are CUDA tensors, which mdfuser carries over NCCL; got "
+      "backend ",
+      hir::backendName(lowering.backend));
   lowering.device = communicator.rank();
   auto program = std::make_unique<Program>();
   program->hic = hir::lowerToHostIr(std::move(fusion), lowering);

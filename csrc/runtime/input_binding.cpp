@@ -42,16 +42,19 @@ void checkMesh(const DeviceMesh& mesh, const Communicator& comm) {
         mesh.maxDevice() + 1,
         " processes or use a smaller mesh");
   }
-  MDF_USER_CHECK(
-      mesh.has(comm.rank()),
-      "rank ",
-      comm.rank(),
-      " is not in ",
-      mesh.toString(),
-      "; every process must belong to the fusion's mesh");
 }
 
 } // namespace
+
+c10::Device programDevice(
+    const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size() && i < fusion.inputs().size(); ++i) {
+    if (!fusion.inputs()[i]->isCpuScalar() && inputs[i].defined()) {
+      return inputs[i].device();
+    }
+  }
+  return c10::Device(c10::kCPU);
+}
 
 void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
   const std::vector<TensorView*>& tvs = fusion.inputs();
@@ -80,14 +83,16 @@ void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
         t.dim(),
         " dimensions but was defined with ",
         ndim);
+    const c10::Device device = programDevice(fusion, inputs);
     MDF_USER_CHECK(
-        t.device() == inputs[0].device(),
+        t.device() == device || (tv->isCpuScalar() && t.device().is_cpu()),
         describe(fusion, i),
         " is on ",
         t.device(),
-        " but input 0 is on ",
-        inputs[0].device(),
-        "; all inputs must be on one device");
+        " but the other inputs are on ",
+        device,
+        "; all inputs must be on one device (0-dimensional inputs defined "
+        "with is_cpu=True may stay on the CPU)");
   }
 }
 
@@ -96,20 +101,20 @@ ScalarEvaluator bindInputs(
     const std::vector<at::Tensor>& inputs,
     const Communicator& comm) {
   checkInputs(fusion, inputs);
-  for (const TensorView* tv : fusion.inputs()) {
+  for (const TensorView* tv : fusion.allTensors()) {
     if (tv->hasDeviceMesh()) {
       checkMesh(*tv->deviceMesh(), comm);
-      break;
     }
   }
-  if (!inputs.empty() && inputs[0].is_cuda() && comm.isLaunched()) {
+  const c10::Device device = programDevice(fusion, inputs);
+  if (device.is_cuda() && comm.isLaunched()) {
     const int64_t expected = comm.localRank();
     MDF_USER_CHECK(
-        inputs[0].device().index() == expected,
+        device.index() == expected,
         "the inputs of rank ",
         comm.rank(),
         " are on ",
-        inputs[0].device(),
+        device,
         ", but local rank ",
         comm.localRank(),
         " uses cuda:",
@@ -192,6 +197,17 @@ ScalarEvaluator bindInputs(
   for (const Fusion::ExtentConstraint& c : fusion.extentConstraints()) {
     const int64_t lhs = extents.evaluate(c.lhs);
     const int64_t rhs = extents.evaluate(c.rhs);
+    if (c.divisible) {
+      MDF_USER_CHECK(
+          rhs != 0 && lhs % rhs == 0,
+          c.what,
+          " has extent ",
+          lhs,
+          ", which does not divide evenly into ",
+          rhs,
+          " parts");
+      continue;
+    }
     MDF_USER_CHECK(lhs == rhs, c.what, " must match, got ", lhs, " and ", rhs);
   }
   return extents;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "ir/fusion.h"
 #include "ir/scalar_eval.h"
@@ -16,6 +17,11 @@ class Communicator;
 // anything runs: count, dtype (TypeError), number of dimensions, device.
 // User errors name the input and what was expected.
 void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs);
+
+// The device the program runs on: that of the inputs, apart from the
+// 0-dimensional ones defined with is_cpu; the CPU when there are none.
+c10::Device programDevice(
+    const Fusion& fusion, const std::vector<at::Tensor>& inputs);
 
 // Checks the local shards against a fusion whose shardings have been
 // propagated, and returns the values of its symbolic extents: each global

@@ -81,14 +81,45 @@ const DumpOptions& DumpOptions::fromEnvironment() {
   return options;
 }
 
+const std::vector<std::string>& ExecuteOptions::ignoredEnableOptions() {
+  // Host IR lowering is mdfuser's only execution path; the others tune
+  // nvFuser's kernel generation, which mdfuser does not have.
+  static const std::vector<std::string> names = {
+      "host_ir_lowering",
+      "infer_contiguity",
+      "id_model",
+      "kernel_profile",
+      "fast_math",
+      "fuse_matmul",
+      "static_fusion_count",
+  };
+  return names;
+}
+
+const std::vector<std::string>& ExecuteOptions::ignoredDisableOptions() {
+  static const std::vector<std::string> names = {
+      "infer_contiguity",
+      "resize_scheduler",
+      "kernel_reuse",
+      "matmul_expr_eval",
+      "parallel_compile",
+      "fallback",
+      "expr_simplify",
+  };
+  return names;
+}
+
 ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {
-  // Host IR lowering is mdfuser's only execution path, so asking for it is
-  // accepted and changes nothing.
-  const std::vector<std::string> known_enable = {
-      "compute_on_main_stream", "host_ir_lowering"};
-  const std::vector<std::string> known_disable = {"inplace_allreduce"};
+  std::vector<std::string> known_enable = {"compute_on_main_stream"};
+  std::vector<std::string> known_disable = {"inplace_allreduce"};
+  const auto& ignored_enable = ignoredEnableOptions();
+  const auto& ignored_disable = ignoredDisableOptions();
+  known_enable.insert(
+      known_enable.end(), ignored_enable.begin(), ignored_enable.end());
+  known_disable.insert(
+      known_disable.end(), ignored_disable.begin(), ignored_disable.end());
   auto check = [](const std::vector<std::string>& names,
                   const std::vector<std::string>& known,
                   const char* which) {

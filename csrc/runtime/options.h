@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "host_ir/nodes.h"
 
 namespace mdfuser {
 
@@ -30,6 +33,14 @@ struct ExecuteOptions {
   // Computation on the caller's stream, communications on worker streams
   // (StreamSchedule::kCommunicationPerStream); "compute_on_main_stream".
   bool compute_on_main_stream = false;
+  // The library carrying communications; unset: NCCL for CUDA tensors, Gloo
+  // for CPU tensors.
+  std::optional<hir::CommunicatorBackend> backend;
+
+  // The option names of the reference system that have no meaning in
+  // mdfuser: accepted and ignored (doc/options.md lists them).
+  static const std::vector<std::string>& ignoredEnableOptions();
+  static const std::vector<std::string>& ignoredDisableOptions();
 
   static ExecuteOptions parse(
       const std::vector<std::string>& enable,

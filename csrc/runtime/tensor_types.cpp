@@ -21,6 +21,8 @@ c10::ScalarType toScalarType(DataType dtype) {
       return c10::kInt;
     case DataType::Bool:
       return c10::kBool;
+    case DataType::Null:
+      break;
   }
   MDF_UNREACHABLE("unknown DataType ", static_cast<int>(dtype));
 }

@@ -2,12 +2,16 @@
 #include <optional>
 #include <vector>
 
+#include <map>
+
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "ir/errors.h"
 #include "ir/fusion.h"
+#include "ir/literal.h"
 #include "ir/ops.h"
+#include "ir/rfactor.h"
 #include "multidevice/sharding.h"
 
 namespace py = pybind11;
@@ -44,10 +48,12 @@ void flatten(
     return;
   }
   MDF_TYPE_CHECK(
-      py::isinstance<py::list>(item) || py::isinstance<py::tuple>(item),
+      py::isinstance<py::list>(item) || py::isinstance<py::tuple>(item) ||
+          py::isinstance(
+              item, py::module_::import("builtins").attr("range")),
       "DeviceMesh: devices must be integers, got ",
       std::string(py::repr(item)));
-  const auto seq = py::reinterpret_borrow<py::sequence>(item);
+  const auto seq = py::reinterpret_steal<py::sequence>(PySequence_List(item.ptr()));
   const auto length = static_cast<int64_t>(seq.size());
   if (depth == shape.size()) {
     MDF_USER_CHECK(
@@ -89,14 +95,15 @@ DeviceMesh meshFrom(const py::object& devices) {
 } // namespace
 
 void bindIr(py::module_& m) {
-  py::enum_<DataType>(m, "DataType", "Element type of a tensor.")
+  py::enum_<DataType>(m, "DataType", "Element type of a tensor or scalar.")
       .value("Float", DataType::Float)
       .value("Double", DataType::Double)
       .value("Half", DataType::Half)
       .value("BFloat16", DataType::BFloat16)
       .value("Int", DataType::Int)
       .value("Int32", DataType::Int32)
-      .value("Bool", DataType::Bool);
+      .value("Bool", DataType::Bool)
+      .value("Null", DataType::Null);
 
   py::enum_<ParallelType>(
       m,
@@ -112,8 +119,9 @@ void bindIr(py::module_& m) {
   py::class_<DeviceMesh>(
       m,
       "DeviceMesh",
-      "An arrangement of device ids (ranks), from a list, nested lists or an "
-      "integer tensor: DeviceMesh(torch.arange(4)). mesh_x is the last axis.")
+      "An arrangement of device ids (ranks), from a list, a range, nested "
+      "lists or an integer tensor: DeviceMesh(torch.arange(4)). mesh_x is "
+      "the last axis.")
       .def(py::init(&meshFrom), py::arg("devices"))
       .def_property_readonly("devices", &DeviceMesh::devices)
       .def_property_readonly("shape", &DeviceMesh::shape)
@@ -126,8 +134,37 @@ void bindIr(py::module_& m) {
           py::arg("device"),
           py::arg("parallel_type"),
           "The devices of the mesh axis `parallel_type` that `device` is on.")
+      .def("__contains__", &DeviceMesh::has, py::arg("device"))
       .def("__eq__", &DeviceMesh::operator==)
       .def("__repr__", &DeviceMesh::toString);
+
+  py::class_<Val, std::unique_ptr<Val, py::nodelete>>(
+      m,
+      "Val",
+      "A value of a fusion: a tensor, a scalar constant (define_scalar) or "
+      "an extent (tv.size(i), fd.ops.shape(tv)).")
+      .def("__repr__", &Val::toString);
+
+  py::class_<Scalar, Val, std::unique_ptr<Scalar, py::nodelete>>(
+      m, "Scalar", "An integer extent: static, or known only at run time.")
+      .def(
+          "is_symbolic",
+          [](const Scalar& s) { return !s.isConst(); },
+          "Whether the value is known only at run time.")
+      .def_property_readonly(
+          "value",
+          [](const Scalar& s) { return s.constValue(); },
+          "The value when it is static, else None.");
+
+  py::class_<Literal, Val, std::unique_ptr<Literal, py::nodelete>>(
+      m, "Literal", "A typed constant: define_scalar(value, dtype).")
+      .def(
+          "is_symbolic", [](const Literal&) { return false; })
+      .def("dtype", &Literal::dtype)
+      .def_property_readonly("value", [](const Literal& l) -> py::object {
+        return std::visit(
+            [](auto v) -> py::object { return py::cast(v); }, l.value());
+      });
 
   py::class_<AxisRef>(m, "IterDomain", "One loop axis of a TensorView.")
       .def(
@@ -139,21 +176,53 @@ void bindIr(py::module_& m) {
       .def_property_readonly(
           "parallel_type",
           [](const AxisRef& ref) { return ref.id()->parallelType(); })
-      .def_property_readonly(
+      .def(
           "extent",
-          [](const AxisRef& ref) -> std::optional<int64_t> {
-            return ref.id()->extent()->constValue();
-          },
-          "The extent when it is known statically, else None.")
+          [](const AxisRef& ref) { return ref.id()->extent(); },
+          py::return_value_policy::reference,
+          "The extent, a Scalar (static or symbolic).")
+      .def(
+          "is_reduction",
+          [](const AxisRef& ref) { return ref.id()->isReduction(); })
+      .def(
+          "is_broadcast",
+          [](const AxisRef& ref) { return ref.id()->isBroadcast(); })
       .def("__repr__", [](const AxisRef& ref) { return ref.id()->toString(); });
 
-  py::class_<TensorView, TensorViewHolder>(
+  py::class_<TensorView, Val, TensorViewHolder>(
       m, "TensorView", "A tensor of a fusion, with global shape.")
       .def_property_readonly(
           "ndim",
           [](const TensorView& tv) { return tv.logicalNoReductions().size(); },
           "Number of dimensions of the tensor.")
-      .def_property_readonly("dtype", &TensorView::dtype)
+      .def("dtype", &TensorView::dtype, "The element type.")
+      .def(
+          "shape",
+          [](const TensorView& tv) {
+            std::vector<Scalar*> shape;
+            for (IterDomain* id : tv.logicalNoReductions()) {
+              shape.push_back(id->extent());
+            }
+            return shape;
+          },
+          py::return_value_policy::reference,
+          "The global extents, as Scalars.")
+      .def(
+          "size",
+          [](const TensorView& tv, int64_t dim) {
+            const std::vector<IterDomain*> ids = tv.logicalNoReductions();
+            const auto n = static_cast<int64_t>(ids.size());
+            MDF_USER_CHECK(
+                dim >= -n && dim < n,
+                "size: dimension ",
+                dim,
+                " is out of range for ",
+                tv.toString());
+            return ids[dim < 0 ? dim + n : dim]->extent();
+          },
+          py::arg("dim"),
+          py::return_value_policy::reference,
+          "The global extent of dimension `dim`, a Scalar.")
       .def_property_readonly(
           "num_loop_axes",
           &TensorView::nDims,
@@ -165,26 +234,65 @@ void bindIr(py::module_& m) {
           "split",
           [](TensorView& tv, int64_t axis, int64_t factor, bool inner_split) {
             tv.split(axis, factor, inner_split);
+            return &tv;
           },
           py::arg("axis"),
           py::arg("factor"),
           py::arg("inner_split") = true,
+          py::return_value_policy::reference,
           "Splits loop axis `axis` in two. An outer split makes the outer "
           "part's extent `factor`; an inner split the inner part's.")
       .def(
           "outer_split",
           [](TensorView& tv, int64_t axis, int64_t factor) {
             tv.outerSplit(axis, factor);
+            return &tv;
           },
           py::arg("axis"),
-          py::arg("factor"))
+          py::arg("factor"),
+          py::return_value_policy::reference)
       .def(
           "inner_split",
           [](TensorView& tv, int64_t axis, int64_t factor) {
             tv.innerSplit(axis, factor);
+            return &tv;
           },
           py::arg("axis"),
-          py::arg("factor"))
+          py::arg("factor"),
+          py::return_value_policy::reference)
+      .def(
+          "merge",
+          [](TensorView& tv, int64_t outer, int64_t inner) {
+            tv.merge(outer, inner);
+            return &tv;
+          },
+          py::arg("axis_o"),
+          py::arg("axis_i"),
+          py::return_value_policy::reference,
+          "Merges adjacent loop axes `axis_o` and `axis_i` into one.")
+      .def(
+          "reorder",
+          [](TensorView& tv, const std::map<int64_t, int64_t>& old_to_new) {
+            tv.reorder(old_to_new);
+            return &tv;
+          },
+          py::arg("old2new"),
+          py::return_value_policy::reference,
+          "Moves loop axes, e.g. reorder({1: 0}).")
+      .def(
+          "rfactor",
+          [](TensorView& tv, const std::vector<int64_t>& axes) {
+            std::vector<IterDomain*> ids;
+            for (int64_t a : axes) {
+              ids.push_back(tv.axis(a));
+            }
+            return rFactor(&tv, ids);
+          },
+          py::arg("axes"),
+          py::return_value_policy::reference,
+          "Splits the reduction defining this tensor: returns a new tensor "
+          "that reduces over the loop axes `axes` only; this tensor then "
+          "reduces the new one over the others.")
       .def(
           "axis",
           [](TensorView& tv, int64_t axis) {
@@ -216,14 +324,37 @@ void bindIr(py::module_& m) {
           [](Fusion& fusion,
              const std::vector<int64_t>& shape,
              std::vector<std::optional<bool>> contiguity,
-             DataType dtype) {
-            return fusion.defineTensor(shape, std::move(contiguity), dtype);
+             DataType dtype,
+             const std::vector<int64_t>& stride_order,
+             bool is_cpu) {
+            TensorView* tv =
+                fusion.defineTensor(shape, std::move(contiguity), dtype);
+            tv->setStrideOrder(stride_order);
+            tv->setCpuScalar(is_cpu);
+            return tv;
           },
           py::arg("shape"),
           py::arg("contiguity"),
           py::arg("dtype"),
+          py::arg("stride_order"),
+          py::arg("is_cpu"),
+          py::return_value_policy::reference_internal)
+      .def(
+          "define_scalar",
+          [](Fusion& fusion, Literal::Value value, DataType dtype) {
+            return fusion.create<Literal>(
+                value, dtype == DataType::Null ? defaultDtype(value) : dtype);
+          },
+          py::arg("value"),
+          py::arg("dtype"),
           py::return_value_policy::reference_internal)
       .def("add_output", &Fusion::addOutput, py::arg("tensor"))
+      .def(
+          "contains",
+          [](const Fusion& fusion, const Val& val) {
+            return val.container() == &fusion;
+          },
+          py::arg("val"))
       .def(
           "inputs",
           &Fusion::inputs,
@@ -232,30 +363,12 @@ void bindIr(py::module_& m) {
           "outputs",
           &Fusion::outputs,
           py::return_value_policy::reference_internal)
+      .def("print_math", [](const Fusion& f) { return f.toString(); })
       .def("__str__", &Fusion::toString)
       .def("__repr__", &Fusion::toString);
 
-  m.def(
-      "linear",
-      &linear,
-      py::arg("input"),
-      py::arg("weight"),
-      py::arg("bias") = nullptr,
-      py::return_value_policy::reference,
-      py::keep_alive<0, 1>());
-  m.def(
-      "matmul",
-      &matmul,
-      py::arg("a"),
-      py::arg("b"),
-      py::return_value_policy::reference,
-      py::keep_alive<0, 1>());
-  m.def(
-      "set",
-      &set,
-      py::arg("input"),
-      py::return_value_policy::reference,
-      py::keep_alive<0, 1>());
+  py::module_ ops = m.def_submodule("ops", "Operations of a fusion.");
+  bindOps(ops);
 }
 
 } // namespace mdfuser::python

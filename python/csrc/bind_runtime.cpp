@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -7,8 +9,11 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "bindings.h"
+#include "ir/errors.h"
+#include "ir/fusion.h"
 #include "runtime/communicator.h"
 #include "runtime/executor_cache.h"
+#include "runtime/shard_tensor.h"
 
 namespace py = pybind11;
 
@@ -32,6 +37,79 @@ Communicator& communicatorInstance() {
 } // namespace
 
 void bindRuntime(py::module_& m) {
+  py::enum_<hir::CommunicatorBackend>(
+      m,
+      "CommunicatorBackend",
+      "The library that carries communications: nccl (CUDA tensors), gloo "
+      "(CPU tensors), cuda (copy engines; not available yet).")
+      .value("nccl", hir::CommunicatorBackend::kNccl)
+      .value("gloo", hir::CommunicatorBackend::kGloo)
+      .value("cuda", hir::CommunicatorBackend::kCuda);
+
+  m.def(
+      "_shard_tensor",
+      [](const at::Tensor& tensor, const TensorView* tv, int64_t device) {
+        return shardTensor(tensor, tv, device);
+      },
+      py::arg("tensor"),
+      py::arg("tv"),
+      py::arg("device"));
+  m.def("_ignored_enable_options", &ExecuteOptions::ignoredEnableOptions);
+  m.def("_ignored_disable_options", &ExecuteOptions::ignoredDisableOptions);
+
+  auto mesh = py::reinterpret_borrow<py::class_<DeviceMesh>>(m.attr("DeviceMesh"));
+  mesh.def(
+      "shard_tensor",
+      [](const DeviceMesh& self,
+         const at::Tensor& tensor,
+         int64_t dim,
+         const py::object& which) {
+        // `which`: a ParallelType (this rank's part along that mesh axis), a
+        // device id, or None (this rank, mesh_x).
+        ParallelType pt = ParallelType::DIDx;
+        int64_t device = communicatorInstance().rank();
+        if (py::isinstance<ParallelType>(which)) {
+          pt = which.cast<ParallelType>();
+        } else if (!which.is_none()) {
+          device = which.cast<int64_t>();
+        }
+        const int64_t n = tensor.dim();
+        MDF_USER_CHECK(
+            dim >= -n && dim < n,
+            "shard_tensor: dimension ",
+            dim,
+            " is out of range for a tensor of ",
+            n,
+            " dimensions");
+        const int64_t d = dim < 0 ? dim + n : dim;
+        if (!self.has(device)) {
+          device = self.devices().front();
+        }
+        const std::vector<int64_t> team = self.team(device, pt);
+        const auto parts = static_cast<int64_t>(team.size());
+        const int64_t index =
+            std::find(team.begin(), team.end(), device) - team.begin();
+        MDF_USER_CHECK(
+            tensor.size(d) % parts == 0,
+            "shard_tensor: dimension ",
+            d,
+            " has size ",
+            tensor.size(d),
+            ", which does not split evenly across the ",
+            parts,
+            " devices of ",
+            parallelTypeName(pt),
+            " in ",
+            self.toString());
+        const int64_t size = tensor.size(d) / parts;
+        return tensor.narrow(d, index * size, size).contiguous();
+      },
+      py::arg("tensor"),
+      py::arg("dim"),
+      py::arg("parallel_type") = py::none(),
+      "This rank's part of `tensor` split along `dim` across the devices of "
+      "`parallel_type` (default mesh_x); an int picks another device's part.");
+
   py::class_<Communicator, std::unique_ptr<Communicator, py::nodelete>>(
       m,
       "Communicator",
@@ -69,9 +147,10 @@ void bindRuntime(py::module_& m) {
           [](FusionExecutorCache& cache,
              const std::vector<at::Tensor>& inputs,
              const std::vector<std::string>& enable,
-             const std::vector<std::string>& disable) {
-            const ExecuteOptions options =
-                ExecuteOptions::parse(enable, disable);
+             const std::vector<std::string>& disable,
+             std::optional<hir::CommunicatorBackend> backend) {
+            ExecuteOptions options = ExecuteOptions::parse(enable, disable);
+            options.backend = backend;
             const DumpOptions& dump = DumpOptions::fromEnvironment();
             Communicator& communicator = communicatorInstance();
             py::gil_scoped_release no_gil;
@@ -79,7 +158,8 @@ void bindRuntime(py::module_& m) {
           },
           py::arg("inputs"),
           py::arg("enable_options"),
-          py::arg("disable_options"))
+          py::arg("disable_options"),
+          py::arg("backend") = py::none())
       .def_property_readonly("num_programs", &FusionExecutorCache::numPrograms)
       .def(
           "last_host_ir",

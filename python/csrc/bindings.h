@@ -9,6 +9,9 @@ namespace mdfuser::python {
 // Fusion, TensorView and the operations.
 void bindIr(pybind11::module_& m);
 
+// The operations, as functions of mdfuser._C.ops taking the fusion first.
+void bindOps(pybind11::module_& m);
+
 // Execution: Communicator and FusionExecutorCache.
 void bindRuntime(pybind11::module_& m);
 

@@ -9,16 +9,32 @@ communication with computation.
 
 import torch  # noqa: F401  (loads libtorch before the extension needs it)
 
-from mdfuser import multidevice
-from mdfuser._C import DataType, Fusion, IterDomain, ParallelType, TensorView
+from mdfuser import multidevice, nn, pytorch_utils
+from mdfuser._C import (
+    CommunicatorBackend,
+    DataType,
+    Fusion,
+    IterDomain,
+    ParallelType,
+    Scalar,
+    TensorView,
+    Val,
+)
 from mdfuser.fusion_definition import FusionDefinition
+from mdfuser.profiler import PythonProfiler
 
 __all__ = [
+    "CommunicatorBackend",
     "DataType",
     "Fusion",
     "FusionDefinition",
     "IterDomain",
     "ParallelType",
+    "PythonProfiler",
+    "Scalar",
     "TensorView",
+    "Val",
     "multidevice",
+    "nn",
+    "pytorch_utils",
 ]

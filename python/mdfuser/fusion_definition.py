@@ -3,33 +3,142 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 
 from mdfuser import _C
-from mdfuser._C import DataType, TensorView
+from mdfuser._C import CommunicatorBackend, DataType, TensorView, Val
 
 Contiguity = Union[None, bool, Sequence[Optional[bool]]]
 
 
+def _dims(dims, dim, op: str):
+    """The reduced axes from nvFuser's two spellings: `dims` or `dim`."""
+    if dims is not None and dim is not None:
+        raise TypeError(f"{op}: give dims or dim, not both")
+    chosen = dim if dims is None else dims
+    if chosen is None:
+        return None
+    if isinstance(chosen, bool):
+        raise TypeError(f"{op}: dims must be ints, got {chosen!r}")
+    return [chosen] if isinstance(chosen, int) else list(chosen)
+
+
+def _keepdim(keepdim, keep_dim) -> bool:
+    return bool(keep_dim if keep_dim is not None else keepdim)
+
+
 class _Ops:
-    """The operations of a FusionDefinition, as ``fd.ops.<name>``."""
+    """The operations of a FusionDefinition, as ``fd.ops.<name>``.
 
-    def linear(
-        self, input: TensorView, weight: TensorView, bias: TensorView | None = None
-    ) -> TensorView:
-        """``input @ weight.T + bias``, as torch.nn.functional.linear."""
-        return _C.linear(input, weight, bias)
+    Pointwise operations take tensors, scalars (``fd.define_scalar``) and
+    Python numbers, with torch's broadcasting and type promotion; see
+    doc/ops.md for every operation and how it shards.
+    """
 
-    def matmul(self, a: TensorView, b: TensorView) -> TensorView:
-        """``a @ b`` for ``a: [..., M, K]`` and ``b: [K, N]``."""
-        return _C.matmul(a, b)
+    def __init__(self, fusion: _C.Fusion) -> None:
+        self._fusion = fusion
 
-    def set(self, input: TensorView) -> TensorView:
-        """A copy of ``input``; a communication when its sharding differs."""
-        return _C.set(input)
+    # Reductions accept nvFuser's spellings: sum(x, [1]), sum(x, dims=[1]),
+    # sum(x, 1, keepdim=True), keep_dim=...
+    def sum(self, arg, dims=None, keepdim=False, dtype=DataType.Null, *, dim=None, keep_dim=None):
+        """Sum over `dims` (all when omitted); `dtype` as torch.sum's."""
+        return _C.ops._sum(
+            self._fusion, arg, _dims(dims, dim, "sum"), _keepdim(keepdim, keep_dim), dtype
+        )
+
+    def max(self, arg, dims=None, keepdim=False, *, dim=None, keep_dim=None):
+        """Maximum over `dims` (torch.amax)."""
+        return _C.ops._max(
+            self._fusion, arg, _dims(dims, dim, "max"), _keepdim(keepdim, keep_dim), DataType.Null
+        )
+
+    def min(self, arg, dims=None, keepdim=False, *, dim=None, keep_dim=None):
+        """Minimum over `dims` (torch.amin)."""
+        return _C.ops._min(
+            self._fusion, arg, _dims(dims, dim, "min"), _keepdim(keepdim, keep_dim), DataType.Null
+        )
+
+    def mean(self, arg, dims=None, keepdim=False, *, dim=None, keep_dim=None):
+        """Mean over `dims`: a sum divided by the global count."""
+        return _C.ops._mean(
+            self._fusion, arg, _dims(dims, dim, "mean"), _keepdim(keepdim, keep_dim)
+        )
+
+    def var_mean(self, arg, dims=None, correction=1, keepdim=False, *, dim=None, keep_dim=None):
+        """(variance, mean) over `dims`, as torch.var_mean."""
+        return _C.ops._var_mean(
+            self._fusion,
+            arg,
+            _dims(dims, dim, "var_mean"),
+            int(correction),
+            _keepdim(keepdim, keep_dim),
+        )
+
+    def var(self, arg, dims=None, correction=1, keepdim=False, *, dim=None, keep_dim=None):
+        """Variance over `dims`, as torch.var."""
+        return self.var_mean(arg, dims, correction, keepdim, dim=dim, keep_dim=keep_dim)[0]
+
+    def shape(self, arg: TensorView) -> list[Val]:
+        """The global extents of `arg`, as Scalars."""
+        self._check(arg, "shape")
+        return arg.shape()
+
+    def size(self, arg: TensorView, dim: int) -> Val:
+        """The global extent of dimension `dim` of `arg`, a Scalar."""
+        self._check(arg, "size")
+        return arg.size(dim)
+
+    def stride_order(self, arg: TensorView, stride_order: Sequence[int]) -> TensorView:
+        """A copy of `arg`. mdfuser keeps buffers row-major, so the memory
+        layout asked for is not applied; the values are the same."""
+        if sorted(stride_order) != list(range(arg.ndim)):
+            raise ValueError(
+                f"stride_order: {list(stride_order)} is not a permutation of 0..{arg.ndim - 1}"
+            )
+        return _C.ops.set(self._fusion, arg)
+
+    def softmax(self, arg: TensorView, dim: int) -> TensorView:
+        """torch.softmax along `dim`, from primitives (see mdfuser.nn)."""
+        from mdfuser import nn
+
+        return nn.softmax(self, arg, dim)
+
+    def layer_norm(self, arg, normalized_ndim: int = 1, weight=None, bias=None, eps: float = 1e-5):
+        """Layer normalization over the last `normalized_ndim` axes."""
+        from mdfuser import nn
+
+        return nn.layer_norm(self, arg, normalized_ndim, weight, bias, eps)
+
+    def rms_norm(self, arg, normalized_ndim: int = 1, weight=None, eps: float = 1e-6):
+        """RMS normalization over the last `normalized_ndim` axes."""
+        from mdfuser import nn
+
+        return nn.rms_norm(self, arg, normalized_ndim, weight, eps)
+
+    def _check(self, tv, op: str) -> None:
+        if not isinstance(tv, TensorView):
+            raise TypeError(f"{op}: expected a TensorView, got {type(tv).__name__}")
+        if not self._fusion.contains(tv):
+            raise ValueError(f"{op}: {tv!r} belongs to another FusionDefinition")
+
+
+def _forward(name: str):
+    function = getattr(_C.ops, name)
+
+    @functools.wraps(function)
+    def method(self, *args, **kwargs):
+        return function(self._fusion, *args, **kwargs)
+
+    return method
+
+
+for _name in dir(_C.ops):
+    if not _name.startswith("_") and not hasattr(_Ops, _name):
+        setattr(_Ops, _name, _forward(_name))
 
 
 class FusionDefinition:
@@ -47,7 +156,7 @@ class FusionDefinition:
     def __init__(self) -> None:
         self._fusion = _C.Fusion()
         self._cache: _C._FusionExecutorCache | None = None
-        self.ops = _Ops()
+        self.ops = _Ops(self._fusion)
 
     def __enter__(self) -> FusionDefinition:
         return self
@@ -65,8 +174,16 @@ class FusionDefinition:
         shape: Sequence[int],
         contiguity: Contiguity = None,
         dtype: DataType = DataType.Float,
+        is_cpu: bool = False,
+        stride_order: Optional[Sequence[int]] = None,
     ) -> TensorView:
-        """A new input with global ``shape``; ``-1`` marks a size known only at run time."""
+        """A new input with global ``shape``.
+
+        An extent of -1 is known only at run time; 1 makes a broadcast axis.
+        ``stride_order`` and ``contiguity`` describe the inputs' layout;
+        mdfuser reads inputs of any layout. ``is_cpu`` keeps a
+        0-dimensional input on the CPU next to CUDA inputs.
+        """
         if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
             raise TypeError(
                 f"define_tensor: shape must be a sequence of ints, got {type(shape).__name__}"
@@ -76,14 +193,47 @@ class FusionDefinition:
                 raise TypeError(f"define_tensor: shape[{i}] must be an int, got {extent!r}")
         if not isinstance(dtype, DataType):
             raise TypeError(f"define_tensor: dtype must be an mdfuser.DataType, got {dtype!r}")
+        if dtype == DataType.Null:
+            raise TypeError("define_tensor: dtype must not be DataType.Null")
         if contiguity is None or isinstance(contiguity, bool):
             flags = [True if contiguity is None else contiguity] * len(shape)
         else:
             flags = list(contiguity)
-        return self._fusion.define_tensor(list(shape), flags, dtype)
+        order = [] if stride_order is None else [int(s) for s in stride_order]
+        return self._fusion.define_tensor(list(shape), flags, dtype, order, bool(is_cpu))
+
+    def from_pytorch(self, tensor: torch.Tensor, static_sizes: bool = False) -> TensorView:
+        """An input shaped like `tensor`: its sizes when `static_sizes`, else
+        symbolic ones (1 stays a broadcast axis)."""
+        from mdfuser.pytorch_utils import torch_dtype_to_nvfuser_dtype
+
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"from_pytorch: expected a torch.Tensor, got {type(tensor).__name__}")
+        shape = [s if static_sizes or s == 1 else -1 for s in tensor.shape]
+        return self.define_tensor(shape, dtype=torch_dtype_to_nvfuser_dtype(tensor.dtype))
+
+    def define_scalar(self, value: Any = None, dtype: Optional[DataType] = None) -> Val:
+        """A constant operand: ``define_scalar(0.5)``, ``define_scalar(2, DataType.Int)``.
+
+        Its dtype defaults to Double for floats, Int for ints and Bool for
+        bools; like a Python number, it promotes a tensor's dtype only
+        through its kind (a BFloat16 tensor times 0.5 stays BFloat16).
+        """
+        if value is None:
+            raise ValueError(
+                "define_scalar: scalar inputs (a value given at execute) are not "
+                "supported; pass the value, e.g. define_scalar(1e-5)"
+            )
+        if not isinstance(value, (bool, int, float)):
+            raise TypeError(
+                f"define_scalar: value must be a bool, int or float, got {type(value).__name__}"
+            )
+        if dtype is not None and not isinstance(dtype, DataType):
+            raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")
+        return self._fusion.define_scalar(value, DataType.Null if dtype is None else dtype)
 
     def add_output(self, tensor: TensorView) -> None:
-        """Marks ``tensor`` as an output of the fusion."""
+        """Marks ``tensor`` as an output of the fusion (an input is returned as is)."""
         if not isinstance(tensor, TensorView):
             raise TypeError(f"add_output: expected a TensorView, got {type(tensor).__name__}")
         self._fusion.add_output(tensor)
@@ -92,15 +242,21 @@ class FusionDefinition:
         self,
         inputs: Sequence[torch.Tensor],
         *,
+        device: Any = None,
+        backend: Optional[CommunicatorBackend] = None,
         _enable_options: Sequence[str] = (),
         _disable_options: Sequence[str] = (),
     ) -> list[torch.Tensor]:
         """Runs the fusion on this process's local input shards.
 
-        Returns this process's local output shards. The first call for a
+        Returns this process's local output shards (an empty tensor for an
+        output whose mesh does not hold this process). The first call for a
         new input signature (sizes, strides, dtypes, device) compiles the
         fusion; later calls reuse the program. Once executed, the fusion's
-        schedule can no longer change.
+        schedule can no longer change. ``backend`` picks the library that
+        carries communications (default: NCCL for CUDA tensors, Gloo for CPU
+        tensors); ``device`` is accepted for compatibility and must match
+        the inputs' device when given.
         """
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence):
             raise TypeError(f"execute expects a list of torch.Tensor, got {type(inputs).__name__}")
@@ -115,9 +271,22 @@ class FusionDefinition:
         ):
             if isinstance(options, str) or not all(isinstance(o, str) for o in options):
                 raise TypeError(f"execute: {name} must be a list of option names")
+        if backend is not None and not isinstance(backend, CommunicatorBackend):
+            raise TypeError(
+                f"execute: backend must be an mdfuser.CommunicatorBackend, got {backend!r}"
+            )
+        if device is not None:
+            wanted = torch.device(f"cuda:{device}" if isinstance(device, int) else device)
+            for i, t in enumerate(inputs):
+                if t.device.type != wanted.type or (
+                    wanted.index is not None and t.device.index != wanted.index
+                ):
+                    raise ValueError(f"execute: input {i} is on {t.device}, not on device={device}")
         if self._cache is None:
             self._cache = _C._FusionExecutorCache(self._fusion)
-        return self._cache.execute(list(inputs), list(_enable_options), list(_disable_options))
+        return self._cache.execute(
+            list(inputs), list(_enable_options), list(_disable_options), backend
+        )
 
     def last_host_ir(self) -> str | None:
         """The printed host program of the most recent ``execute``."""

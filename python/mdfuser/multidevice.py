@@ -4,44 +4,74 @@
 from __future__ import annotations
 
 import atexit
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
 from mdfuser import _C
-from mdfuser._C import Communicator, DeviceMesh, TensorView
+from mdfuser._C import Communicator, CommunicatorBackend, DeviceMesh, TensorView
 
-__all__ = ["Communicator", "DeviceMesh", "shard_tensor"]
+__all__ = [
+    "Communicator",
+    "CommunicatorBackend",
+    "DeviceMesh",
+    "MultiDeviceExecutor",
+    "MultiDeviceExecutorParams",
+    "shard_tensor",
+]
 
 
 def shard_tensor(tensor: torch.Tensor, tv: TensorView) -> torch.Tensor:
-    """This process's shard of the global ``tensor``, sharded like ``tv``.
+    """This process's part of the global ``tensor``, laid out like ``tv``.
 
-    Device-parallel axes of ``tv`` decide the shard; stream-parallel axes
-    do not (every process holds all chunks).
+    Device-parallel axes of ``tv`` decide the part (with a stream split
+    above a device split, one run per stream chunk); stream splits alone do
+    not (every process holds all chunks). A process outside ``tv``'s mesh
+    gets a placeholder of the right shape.
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"shard_tensor: expected a torch.Tensor, got {type(tensor).__name__}")
+    if not isinstance(tv, TensorView):
+        raise TypeError(f"shard_tensor: expected a TensorView, got {type(tv).__name__}")
     if tensor.dim() != tv.ndim:
         raise ValueError(
             f"shard_tensor: the tensor has {tensor.dim()} dimensions but {tv!r} has {tv.ndim}"
         )
-    mesh = tv.device_mesh
-    if mesh is None:
+    if tv.device_mesh is None:
         return tensor
-    rank = Communicator.instance().rank()
-    shard = tensor
-    for axis, parallel_type in tv._sharded_axes():
-        team = mesh.team(rank, parallel_type)
-        index = team.index(rank)
-        parts = len(team)
-        size = tensor.size(axis)
-        if size % parts != 0:
-            raise ValueError(
-                f"shard_tensor: axis {axis} has size {size}, which does not split "
-                f"evenly across the {parts} devices of {parallel_type.name}"
+    return _C._shard_tensor(tensor, tv, Communicator.instance().rank())
+
+
+@dataclass
+class MultiDeviceExecutorParams:
+    """Options of a MultiDeviceExecutor, named after nvFuser's.
+    ``use_allocation_cache`` and ``offset_stream_indexing_by_rank`` are
+    accepted and have no effect in mdfuser."""
+
+    backend_type: Optional[CommunicatorBackend] = None
+    use_allocation_cache: bool = False
+    offset_stream_indexing_by_rank: bool = False
+
+
+class MultiDeviceExecutor:
+    """Runs a fusion (``fd.fusion``) with explicit options:
+    ``MultiDeviceExecutor(fd.fusion, params).run(inputs)``."""
+
+    def __init__(self, fusion: _C.Fusion, params: MultiDeviceExecutorParams | None = None):
+        if not isinstance(fusion, _C.Fusion):
+            raise TypeError(
+                f"MultiDeviceExecutor: expected an mdfuser Fusion (fd.fusion), got "
+                f"{type(fusion).__name__}"
             )
-        shard = shard.narrow(axis, index * (size // parts), size // parts)
-    return shard
+        self._params = params or MultiDeviceExecutorParams()
+        self._cache = _C._FusionExecutorCache(fusion)
+
+    def run(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        return self._cache.execute(list(inputs), [], [], self._params.backend_type)
+
+    def __str__(self) -> str:
+        return self._cache.last_host_ir() or "<not run yet>"
 
 
 atexit.register(_C._shutdown_communicator)

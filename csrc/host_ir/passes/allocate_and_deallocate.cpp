@@ -48,6 +48,9 @@ class Allocator {
       if (auto* view = dynamic_cast<ShardByStream*>(leaf.expr)) {
         view_source_[view->out()] = view->in();
       }
+      if (auto* view = dynamic_cast<ShardByDevice*>(leaf.expr)) {
+        view_source_[view->out()] = view->in();
+      }
     }
   }
 
@@ -106,7 +109,8 @@ class Allocator {
   // Whether each iteration of a loop can start with a fresh buffer: the
   // first use overwrites the tensor itself, not through a view.
   bool startsWithFullWrite(TensorView* tv, const Leaf& first) const {
-    if (dynamic_cast<const ShardByStream*>(first.expr) != nullptr) {
+    if (dynamic_cast<const ShardByStream*>(first.expr) != nullptr ||
+        dynamic_cast<const ShardByDevice*>(first.expr) != nullptr) {
       return false;
     }
     const auto& outs = first.expr->outputs();

@@ -43,6 +43,9 @@ class Rewriter {
       if (const auto* view = dynamic_cast<const ShardByStream*>(expr)) {
         view_source_[view->out()] = view->in();
       }
+      if (const auto* view = dynamic_cast<const ShardByDevice*>(expr)) {
+        view_source_[view->out()] = view->in();
+      }
     }
   }
 
@@ -80,6 +83,9 @@ class Rewriter {
     auto* comm = static_cast<Communication*>(exprs[c]);
     TensorView* temp = comm->in();
     TensorView* out = comm->out();
+    if (temp == nullptr || out == nullptr) {
+      return false;
+    }
     if (hic_.isInput(temp) || hic_.isOutput(temp) ||
         temp->memoryType() != MemoryType::Global) {
       return false;
@@ -95,7 +101,8 @@ class Rewriter {
     }
     --p;
     auto* producer = dynamic_cast<TensorOp*>(exprs[p]);
-    if (producer == nullptr || producer->out() != temp) {
+    if (producer == nullptr || producer->outputs().size() != 1 ||
+        producer->out() != temp) {
       return false;
     }
     // The temporary is used by the producer, the allreduce and its wait only.
@@ -148,7 +155,7 @@ class Rewriter {
           rebuilt.push_back(exprs[view]);
         }
         rebuilt.push_back(
-            producer->withOperands(out, producer->tensorInputs()));
+            producer->withTensors({out}, producer->tensorInputs()));
       } else if (i == wait) {
         // A new Wait lists the buffers the collective now uses.
         rebuilt.push_back(hic_.create<Wait>(comm));

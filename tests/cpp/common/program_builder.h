@@ -8,6 +8,16 @@
 
 namespace mdfuser::test {
 
+// An allreduce over `team`, as lowering describes one.
+inline hir::CommunicationSpec allreduce(std::vector<int64_t> team) {
+  hir::CommunicationSpec spec;
+  spec.type = CommunicationType::Allreduce;
+  spec.team = team;
+  spec.senders = team;
+  spec.receivers = std::move(team);
+  return spec;
+}
+
 // Builds a program over float tensors of static shapes: inputs come from
 // input(), other tensors from tensor(), statements from the container.
 class ProgramBuilder {

@@ -112,8 +112,7 @@ TEST(AllocateAndDeallocate, BufferOutlivesItsCommunicationUntilTheWait) {
   b.output(t3);
   auto hic = b.build();
   auto* comm = hic->create<Communication>(
-      CommunicationType::Allreduce,
-      std::vector<int64_t>{0, 1},
+      test::allreduce({0, 1}),
       t1,
       t2,
       CommunicatorBackend::kGloo);

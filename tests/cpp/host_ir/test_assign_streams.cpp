@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/expect_error.h"
+#include "common/program_builder.h"
 #include "common/host_ir_outline.h"
 #include "host_ir/passes/assign_streams.h"
 #include "host_ir/verifier.h"
@@ -125,8 +126,7 @@ FOR i3 serial
 TEST_F(AssignStreamsTest, CommunicationPerStreamKeepsComputeOnTheMainStream) {
   ForLoop* l = loop(ParallelType::Stream);
   auto* comm = hic_->create<Communication>(
-      CommunicationType::Allreduce,
-      std::vector<int64_t>{0, 1},
+      test::allreduce({0, 1}),
       out_,
       out_,
       CommunicatorBackend::kNccl);

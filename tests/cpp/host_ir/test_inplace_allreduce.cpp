@@ -58,8 +58,7 @@ Wait 0
 // Posts Allreduce(in -> out) and its Wait at the end of the program.
 void allreduce(HostIrContainer& hic, TensorView* in, TensorView* out) {
   auto* comm = hic.create<Communication>(
-      CommunicationType::Allreduce,
-      std::vector<int64_t>{0, 1},
+      test::allreduce({0, 1}),
       in,
       out,
       CommunicatorBackend::kGloo);

@@ -88,7 +88,7 @@ TEST(Lower, TeamIsTheMeshAxisThroughTheDevice) {
   EXPECT_EQ(allreduce->team(), (std::vector<int64_t>{2, 3}));
 }
 
-TEST(Lower, CommunicationsOtherThanAllreduceAreRefused) {
+TEST(Lower, AGatheringSetBecomesAnAllgather) {
   // set() from a sharded tensor to one the user placed on the mesh without
   // sharding it needs an allgather.
   auto fusion = std::make_unique<Fusion>();
@@ -100,8 +100,13 @@ TEST(Lower, CommunicationsOtherThanAllreduceAreRefused) {
   out->setDeviceMesh(mesh);
   in->outerSplit(0, 2);
   in->parallelize(0, ParallelType::DIDx);
-  EXPECT_VALUE_ERROR(
-      lower(std::move(fusion)), "mdfuser cannot execute Allgather yet");
+  auto hic = lower(std::move(fusion));
+  ASSERT_EQ(hic->topLevel().exprs().size(), 2u);
+  auto* comm = dynamic_cast<Communication*>(hic->topLevel().exprs()[0]);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->type(), CommunicationType::Allgather);
+  EXPECT_EQ(comm->spec().axis, 0);
+  EXPECT_EQ(comm->team(), (std::vector<int64_t>{0, 1}));
 }
 
 // Chunk i of an axis of extent t split into s chunks covers rows

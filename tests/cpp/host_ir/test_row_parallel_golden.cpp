@@ -25,18 +25,18 @@ namespace mdfuser {
 namespace {
 
 constexpr const char* kExpected =
-    R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})) :
-  T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+    R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})) :
+  T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
   Stream 0 = GetCurrentStream()
   FOR i1 from 0 to 3:
     SetCurrentStream(Stream i1)
     Synchronize(Stream 0)
     T4_l___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}) = ShardByStream(T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), stream_index = i1)
-    T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ShardByStream(T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), stream_index = i1)
-    T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})
+    T5_l___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ShardByStream(T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), stream_index = i1)
+    T5_l___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})
        = linear(T4_l___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}),
                 T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1}))
-    Communication 0 (type=Allreduce, team=(0 1), input=T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), output=T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
+    Communication 0 (type=Allreduce, team=(0 1), input=T5_l___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), output=T5_l___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
     Wait(Communication 0)
   SetCurrentStream(Stream 0)
   FOR i2 from 0 to 3:
@@ -47,21 +47,21 @@ constexpr const char* kExpected =
 // The same without InplaceAllreduce: the partial sums go to a temporary T3,
 // allocated in each iteration and freed after the Wait, never before.
 constexpr const char* kExpectedWithCopy =
-    R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})) :
-  T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+    R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1})) :
+  T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
   Stream 0 = GetCurrentStream()
   FOR i1 from 0 to 3:
     SetCurrentStream(Stream i1)
     Synchronize(Stream 0)
     T4_l___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}) = ShardByStream(T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}), stream_index = i1)
-    T3_g___bfloat[istreamIdx20{3}, ideviceIdx.x22{2}rf, iS21{ceilDiv(i0, 3)}, iS18{2}, rS23{4}rf] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
-    T3_g___bfloat[istreamIdx20{3}, ideviceIdx.x22{2}rf, iS21{ceilDiv(i0, 3)}, iS18{2}, rS23{4}rf] (DeviceMesh{0 1})
+    T3_g___bfloat[istreamIdx22{3}, ideviceIdx.x20{2}rf, iS23{ceilDiv(i0, 3)}, iS18{2}, rS21{4}rf] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+    T3_g___bfloat[istreamIdx22{3}, ideviceIdx.x20{2}rf, iS23{ceilDiv(i0, 3)}, iS18{2}, rS21{4}rf] (DeviceMesh{0 1})
        = linear(T4_l___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, iS8{ceilDiv(i0, 3)}, iS10{4}] (DeviceMesh{0 1}),
                 T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1}))
-    T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ShardByStream(T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), stream_index = i1)
-    Communication 0 (type=Allreduce, team=(0 1), input=T3_g___bfloat[istreamIdx20{3}, ideviceIdx.x22{2}rf, iS21{ceilDiv(i0, 3)}, iS18{2}, rS23{4}rf] (DeviceMesh{0 1}), output=T5_l___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, iS14{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
+    T5_l___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}) = ShardByStream(T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), stream_index = i1)
+    Communication 0 (type=Allreduce, team=(0 1), input=T3_g___bfloat[istreamIdx22{3}, ideviceIdx.x20{2}rf, iS23{ceilDiv(i0, 3)}, iS18{2}, rS21{4}rf] (DeviceMesh{0 1}), output=T5_l___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, iS16{ceilDiv(i0, 3)}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
     Wait(Communication 0)
-    Deallocate(T3_g___bfloat[istreamIdx20{3}, ideviceIdx.x22{2}rf, iS21{ceilDiv(i0, 3)}, iS18{2}, rS23{4}rf] (DeviceMesh{0 1}))
+    Deallocate(T3_g___bfloat[istreamIdx22{3}, ideviceIdx.x20{2}rf, iS23{ceilDiv(i0, 3)}, iS18{2}, rS21{4}rf] (DeviceMesh{0 1}))
   SetCurrentStream(Stream 0)
   FOR i2 from 0 to 3:
     Synchronize(Stream i2)

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "common/expect_error.h"
+#include "common/program_builder.h"
 #include "host_ir/verifier.h"
+#include "ir/ops.h"
 
 namespace mdfuser {
 namespace {
@@ -34,8 +36,7 @@ class VerifierTest : public ::testing::Test {
   }
   Communication* allreduce(TensorView* in, TensorView* out) {
     return hic_->create<Communication>(
-        CommunicationType::Allreduce,
-        std::vector<int64_t>{0, 1},
+      test::allreduce({0, 1}),
         in,
         out,
         CommunicatorBackend::kNccl);

@@ -79,16 +79,27 @@ TEST(Fusion, AddOutputChecksItsArgument) {
   TensorView* x = fusion.defineTensor({4}, {}, DataType::Float);
   TensorView* y = set(x);
   EXPECT_TYPE_ERROR(fusion.addOutput(nullptr), "expected a tensor, got None");
-  EXPECT_VALUE_ERROR(fusion.addOutput(x), "is a fusion input");
   fusion.addOutput(y);
   EXPECT_VALUE_ERROR(fusion.addOutput(y), "T1_g_float[iS1{4}] is already an");
 
   Fusion other;
   TensorView* foreign = set(other.defineTensor({4}, {}, DataType::Float));
   EXPECT_VALUE_ERROR(fusion.addOutput(foreign), "belongs to another fusion");
+  TensorView* z = set(x);
   fusion.freeze();
-  EXPECT_VALUE_ERROR(fusion.addOutput(set(x)), "cannot add an output");
+  EXPECT_VALUE_ERROR(fusion.addOutput(z), "cannot add an output");
+  EXPECT_VALUE_ERROR(set(x), "the fusion has already been executed");
   EXPECT_EQ(fusion.outputs(), std::vector<TensorView*>{y});
+}
+
+TEST(Fusion, AnInputCanBeAnOutput) {
+  // As in nvFuser: the output is the input itself.
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4}, {}, DataType::Float);
+  fusion.addOutput(x);
+  EXPECT_TRUE(fusion.isInput(x));
+  EXPECT_TRUE(fusion.isOutput(x));
+  EXPECT_TRUE(fusion.exprs().empty());
 }
 
 TEST(Fusion, FusionOfFindsTheOwner) {

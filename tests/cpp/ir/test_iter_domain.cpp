@@ -107,7 +107,13 @@ TEST(Split, InnerSplitFixesTheInnerExtentAndKeepsTheIterType) {
       "Inner split: rdeviceIdx.x0{10} by factor 4 -> rS1{3}, rS2{4}");
 }
 
-TEST(SplitsBetween, ListsTheSplitsFromOneDomainToAnotherInCreationOrder) {
+Split* asSplit(Expr* e) {
+  auto* split = dynamic_cast<Split*>(e);
+  EXPECT_NE(split, nullptr) << e->toString();
+  return split;
+}
+
+TEST(TransformsBetween, ListsTheSplitsFromOneDomainToAnotherInCreationOrder) {
   IrContainer ir;
   auto* a = ir.create<IterDomain>(constant(&ir, 24));
   auto* b = ir.create<IterDomain>(constant(&ir, 5));
@@ -115,26 +121,43 @@ TEST(SplitsBetween, ListsTheSplitsFromOneDomainToAnotherInCreationOrder) {
   auto [b_outer, b_inner] = split(b, constant(&ir, 5), true);
   auto [ai_outer, ai_inner] = split(a_inner, constant(&ir, 3), true);
 
-  const std::vector<Split*> splits =
-      splitsBetween({a, b}, {a_outer, ai_outer, ai_inner, b_outer, b_inner});
+  const std::vector<Expr*> splits = transformsBetween(
+      {a, b}, {a_outer, ai_outer, ai_inner, b_outer, b_inner});
   ASSERT_EQ(splits.size(), 3u);
-  EXPECT_EQ(splits[0]->in(), a);
-  EXPECT_EQ(splits[1]->in(), b);
-  EXPECT_EQ(splits[2]->in(), a_inner);
+  EXPECT_EQ(asSplit(splits[0])->in(), a);
+  EXPECT_EQ(asSplit(splits[1])->in(), b);
+  EXPECT_EQ(asSplit(splits[2])->in(), a_inner);
 
-  EXPECT_TRUE(splitsBetween({a, b}, {a, b}).empty());
+  EXPECT_TRUE(transformsBetween({a, b}, {a, b}).empty());
 }
 
-TEST(SplitsBetween, IgnoresDomainsThatDoNotDescendFromFrom) {
+TEST(TransformsBetween, IgnoresDomainsThatDoNotDescendFromFrom) {
   IrContainer ir;
   auto* a = ir.create<IterDomain>(constant(&ir, 24));
   auto* b = ir.create<IterDomain>(constant(&ir, 5));
   auto [a_outer, a_inner] = split(a, constant(&ir, 2), false);
   auto [b_outer, b_inner] = split(b, constant(&ir, 5), true);
-  const std::vector<Split*> only_b =
-      splitsBetween({b}, {a_outer, a_inner, b_outer, b_inner});
+  const std::vector<Expr*> only_b =
+      transformsBetween({b}, {a_outer, a_inner, b_outer, b_inner});
   ASSERT_EQ(only_b.size(), 1u);
-  EXPECT_EQ(only_b[0]->in(), b);
+  EXPECT_EQ(asSplit(only_b[0])->in(), b);
+}
+
+TEST(TransformsBetween, FollowsMerges) {
+  IrContainer ir;
+  auto* a = ir.create<IterDomain>(constant(&ir, 4));
+  auto* b = ir.create<IterDomain>(constant(&ir, 6));
+  IterDomain* ab = merge(a, b);
+  EXPECT_EQ(ab->extent()->value(), 24);
+  auto [outer, inner] = split(ab, constant(&ir, 2), false);
+  const std::vector<Expr*> transforms =
+      transformsBetween({a, b}, {outer, inner});
+  ASSERT_EQ(transforms.size(), 2u);
+  EXPECT_EQ(transforms[0]->opName(), "Merge");
+  EXPECT_EQ(asSplit(transforms[1])->in(), ab);
+  EXPECT_EQ(
+      transforms[0]->toString(),
+      "Merge: iS0{4} and iS1{6} -> iS2{24}");
 }
 
 } // namespace

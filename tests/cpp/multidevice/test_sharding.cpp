@@ -81,16 +81,32 @@ TEST(FindParallelAxis, TheInnerPartOfASplitHasTheOuterExtentPerPart) {
   EXPECT_EQ(axis.partExtent()->value(), 4);
 }
 
-TEST(FindParallelAxis, MoreThanOneSplitIsAUserError) {
+TEST(FindParallelAxis, AChainOfSplitsOfInnerParts) {
+  // [S{2}, D{2}, rest{4}]: the device split cuts the inner part of the
+  // first split; the outer part of the first is above it.
   Fusion fusion;
   TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
   tv->outerSplit(0, 2);
   tv->outerSplit(1, 2);
   tv->parallelize(1, ParallelType::DIDx);
+  ParallelAxis pa = findParallelAxis(tv, ParallelType::DIDx, tv->logical());
+  EXPECT_EQ(pa.source, tv->logical()[0]);
+  ASSERT_EQ(pa.above.size(), 1u);
+  EXPECT_EQ(pa.above[0], tv->axis(0));
+  EXPECT_EQ(pa.partExtent()->value(), 4);
+  // Each device holds 2 runs of 4: 8 elements.
+  EXPECT_EQ(localExtents(tv)[0]->value(), 8);
+}
+
+TEST(FindParallelAxis, AnAxisFromTheOuterPartOfASplitIsAUserError) {
+  Fusion fusion;
+  TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
+  tv->outerSplit(0, 4);
+  tv->outerSplit(0, 2);
+  tv->parallelize(0, ParallelType::DIDx);
   EXPECT_VALUE_ERROR(
       findParallelAxis(tv, ParallelType::DIDx, tv->logical()),
-      "the mesh_x axis ideviceIdx.x3{2} of T0_g_float[iS1{2}, "
-      "ideviceIdx.x3{2}, iS4{4}] does not come from a single split");
+      "derives from the outer part of a split");
 }
 
 TEST(Sharding, TwoDimensionalMesh) {
@@ -188,12 +204,26 @@ TEST(StreamChunk, MisuseIsAnInternalError) {
   EXPECT_INTERNAL_ERROR(
       streamChunk(plain, symbol(&fusion)), "has no stream axis");
 
-  TensorView* both = fusion.defineTensor({8}, {}, DataType::Float);
-  both->outerSplit(0, 2);
-  both->parallelize(0, ParallelType::Stream);
-  both->parallelize(1, ParallelType::DIDx);
+  TensorView* inner = fusion.defineTensor({8}, {}, DataType::Float);
+  inner->innerSplit(0, 2);
+  inner->parallelize(1, ParallelType::Stream);
   EXPECT_INTERNAL_ERROR(
-      streamChunk(both, symbol(&fusion)), "is also sharded across devices");
+      streamChunk(inner, symbol(&fusion)), "is the inner part of a split");
+}
+
+TEST(StreamChunk, AStreamSplitAboveADeviceSplitChunksEachDevicesRuns) {
+  // [stream{2}, device{2}, rest{3}] on 12 elements: each device holds 2 runs
+  // of 3, chunk i is run i.
+  Fusion fusion;
+  TensorView* tv = fusion.defineTensor({12}, {}, DataType::Float);
+  tv->setDeviceMesh(DeviceMesh({0, 1}));
+  shard(tv, 0, 2, ParallelType::Stream);
+  shard(tv, 1, 2, ParallelType::DIDx);
+  EXPECT_EQ(localExtents(tv)[0]->value(), 6);
+  using Chunk = std::pair<int64_t, int64_t>;
+  Scalar* unused = symbol(&fusion);
+  EXPECT_EQ(evaluateChunk(tv, unused, 0, 0), (Chunk{0, 3}));
+  EXPECT_EQ(evaluateChunk(tv, unused, 0, 1), (Chunk{3, 3}));
 }
 
 // x: [8, 4] on two devices, sharded on the axes given (-1: not sharded);

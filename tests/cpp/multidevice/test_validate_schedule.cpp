@@ -66,8 +66,7 @@ TEST(ValidateSchedule, StaticExtentsMustDivideEvenly) {
   EXPECT_VALUE_ERROR(
       validateSchedule(fusion),
       "axis iS0{10} of T0_g_float[ideviceIdx.x1{4}, iS2{3}] (DeviceMesh{0 1 2 "
-      "3}) has extent 10, which is not divisible into 4 equal shards for "
-      "mesh_x");
+      "3}) has extent 10, which is not divisible into 4 equal parts");
 }
 
 TEST(ValidateSchedule, SymbolicExtentsAreLeftToRunTime) {
@@ -117,13 +116,23 @@ TEST(ValidateSchedule, TheMeshMustHaveTheParallelTypesAxis) {
       validateSchedule(f.fusion), "mesh_y needs a mesh of at least 2 axes");
 }
 
-TEST(ValidateSchedule, AllTensorsShareOneMesh) {
+TEST(ValidateSchedule, TensorsMayLiveOnDifferentMeshes) {
+  // The move between them becomes a communication (SendRecv here).
   SetFusion f;
   f.out->setDeviceMesh(DeviceMesh({2, 3}));
+  EXPECT_NO_THROW(validateSchedule(f.fusion));
+  EXPECT_NO_THROW(validateReshardings(f.fusion));
+}
+
+TEST(ValidateSchedule, SplitsAboveADeviceSplitMustBeEven) {
+  // [stream{3}, device{2}, rest]: each of the 3 chunks of 8 rows is not
+  // split evenly across 2 devices.
+  SetFusion f;
+  shard(f.x, 0, 3, ParallelType::Stream);
+  shard(f.x, 1, 2, ParallelType::DIDx);
   EXPECT_VALUE_ERROR(
       validateSchedule(f.fusion),
-      "T1_g_float[iS2{8}, iS3{6}] (DeviceMesh{2 3}) and T0_g_float[iS0{8}, "
-      "iS1{6}] (DeviceMesh{0 1}) are on different device meshes");
+      "has extent 3, which is not divisible into 2 equal parts");
 }
 
 TEST(ValidateSchedule, EveryInputNeedsTheMeshWhenOneHasIt) {
@@ -160,9 +169,9 @@ TEST(ValidateReshardings, AcceptsASetThatIsOneCollective) {
   EXPECT_NO_THROW(validateReshardings(f.fusion));
 }
 
-TEST(ValidateReshardings, InconsistentlyShardedLinearOperandsAreAUserError) {
-  // The input's in_features are sharded but the weight's are not: the
-  // contraction would pair a device's slice with the whole weight.
+TEST(ValidateReshardings, AComputeOperationThatMovesDataIsABug) {
+  // decomposeReshardings makes every compute operation local; one left
+  // over is mdfuser's fault.
   Fusion fusion;
   TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
@@ -173,12 +182,22 @@ TEST(ValidateReshardings, InconsistentlyShardedLinearOperandsAreAUserError) {
   }
   shard(in, 1, 2, ParallelType::DIDx);
   shard(out, 2, 2, ParallelType::DIDx);
-  EXPECT_VALUE_ERROR(
+  EXPECT_INTERNAL_ERROR(
       validateReshardings(fusion),
-      "the inputs of linear are sharded inconsistently:\nT2_g_float");
+      "left a compute operation that moves data between devices");
+}
+
+TEST(ValidateReshardings, StreamChunksMustCoverTheSameElements) {
+  // The producer is sharded and chunked per device ([device, stream]); the
+  // consumer, gathered, is chunked over the whole axis: chunk i of one is
+  // not chunk i of the other.
+  SetFusion f;
+  f.out->setDeviceMesh(kMesh);
+  shard(f.x, 0, 2, ParallelType::DIDx);
+  shard(f.x, 1, 2, ParallelType::Stream);
+  shard(f.out, 0, 2, ParallelType::Stream);
   EXPECT_VALUE_ERROR(
-      validateReshardings(fusion),
-      "shard the weight's in_features like the input's last axis");
+      validateReshardings(f.fusion), "cover different elements in set");
 }
 
 TEST(ValidateReshardings, ASetNeedingTwoCollectivesIsAUserError) {
@@ -191,7 +210,9 @@ TEST(ValidateReshardings, ASetNeedingTwoCollectivesIsAUserError) {
   y->setDeviceMesh(mesh);
   shard(x, 0, 2, ParallelType::DIDy);
   shard(x, 2, 2, ParallelType::DIDx);
-  EXPECT_VALUE_ERROR(validateReshardings(fusion), "2 device axes change");
+  EXPECT_VALUE_ERROR(
+      validateReshardings(fusion),
+      "more than one device parallel type changes");
 }
 
 } // namespace

@@ -45,8 +45,8 @@ TEST(DecomposeReshardings, RowParallelLinearBecomesLocalLinearPlusSum) {
   TensorView* partial = local->out();
   EXPECT_EQ(
       partial->toString(),
-      "T3_g___bfloat[istreamIdx20{3}, iS21{ceilDiv(i0, 3)}, iS18{4}, "
-      "ideviceIdx.x22{2}rf, rS23{8}rf] (DeviceMesh{0 1})");
+      "T3_g___bfloat[istreamIdx22{3}, iS23{ceilDiv(i0, 3)}, iS18{4}, "
+      "ideviceIdx.x20{2}rf, rS21{8}rf] (DeviceMesh{0 1})");
   ASSERT_TRUE(partial->hasRoot());
   ASSERT_EQ(partial->root().size(), 3u);
   EXPECT_EQ(partial->root()[2]->toString(), "rS19{16}");
@@ -58,7 +58,7 @@ TEST(DecomposeReshardings, RowParallelLinearBecomesLocalLinearPlusSum) {
   // The output sums over the devices only.
   EXPECT_EQ(
       out->toString(),
-      "T2_g___bfloat[istreamIdx13{3}, iS14{ceilDiv(i0, 3)}, iS5{4}, "
+      "T2_g___bfloat[istreamIdx15{3}, iS16{ceilDiv(i0, 3)}, iS5{4}, "
       "rdeviceIdx.x24{2}] (DeviceMesh{0 1})");
   EXPECT_FALSE(out->hasRoot());
   EXPECT_EQ(out->logical()[2], out->axis(3));
@@ -70,9 +70,9 @@ TEST(DecomposeReshardings, OnlyTheSumMovesDataAndItIsAnAllreduce) {
   ASSERT_EQ(exprs.size(), 2u);
   EXPECT_FALSE(isResharding(exprs[0]));
   EXPECT_TRUE(isResharding(exprs[1]));
-  CommunicationInfo info = chooseCommunication(exprs[1]);
-  EXPECT_EQ(info.type, CommunicationType::Allreduce);
-  EXPECT_EQ(info.parallel_type, ParallelType::DIDx);
+  const Resharding r = chooseResharding(exprs[1]);
+  EXPECT_EQ(r.type, CommunicationType::Allreduce);
+  EXPECT_EQ(r.parallel_type, ParallelType::DIDx);
 }
 
 TEST(DecomposeReshardings, ThePartialsDeviceAxisTracesBackToTheRoot) {
@@ -95,10 +95,10 @@ TEST(DecomposeReshardings, PrintedFusionShowsTheRFactor) {
   const std::string text = decomposedRowParallel()->toString();
   for (const char* line :
        {"    root: [iS17{i0}, iS18{4}, rS19{16}]\n",
-        "      Outer split: rS19{16} by factor 2 -> ideviceIdx.x22{2}rf, "
-        "rS23{8}rf\n",
-        "    logical: [iS17{i0}, iS18{4}, ideviceIdx.x22{2}rf, rS23{8}rf]\n",
-        "     = sum(T3_g___bfloat[istreamIdx20{3}"}) {
+        "      Outer split: rS19{16} by factor 2 -> ideviceIdx.x20{2}rf, "
+        "rS21{8}rf\n",
+        "    logical: [iS17{i0}, iS18{4}, ideviceIdx.x20{2}rf, rS21{8}rf]\n",
+        "     = sum(T3_g___bfloat[istreamIdx22{3}"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\nin:\n" << text;
   }
 }
@@ -128,7 +128,7 @@ TEST(DecomposeReshardings, MatmulOverShardedKIsDecomposedToo) {
   ASSERT_EQ(exprs.size(), 2u);
   EXPECT_NE(dynamic_cast<MatmulOp*>(exprs[0]), nullptr);
   EXPECT_FALSE(isResharding(exprs[0]));
-  EXPECT_EQ(chooseCommunication(exprs[1]).type, CommunicationType::Allreduce);
+  EXPECT_EQ(chooseResharding(exprs[1]).type, CommunicationType::Allreduce);
 }
 
 TEST(DecomposeReshardings, DataParallelOnMeshYRowParallelOnMeshX) {
@@ -156,22 +156,23 @@ TEST(DecomposeReshardings, DataParallelOnMeshYRowParallelOnMeshX) {
   IterDomain* rows = loopAxis(exprs[0]->out(), ParallelType::DIDy);
   ASSERT_NE(rows, nullptr);
   EXPECT_EQ(rows->extent()->value(), 2);
-  CommunicationInfo info = chooseCommunication(exprs[1]);
-  EXPECT_EQ(info.type, CommunicationType::Allreduce);
-  EXPECT_EQ(info.parallel_type, ParallelType::DIDx);
+  const Resharding r = chooseResharding(exprs[1]);
+  EXPECT_EQ(r.type, CommunicationType::Allreduce);
+  EXPECT_EQ(r.parallel_type, ParallelType::DIDx);
   EXPECT_EQ(
       shardingOfLogicalAxes(out),
       (std::vector<ParallelType>{ParallelType::DIDy, ParallelType::Serial}));
 }
 
-TEST(DecomposeReshardings, ALinearWithBiasOverShardedInFeaturesIsRefused) {
-  // sum_d(in_d @ w_d^T + bias) would add the bias once per device, so the
-  // decomposition refuses rather than compute the wrong sum.
+TEST(DecomposeReshardings, ALinearWithBiasAddsTheBiasAfterTheSum) {
+  // sum_d(in_d @ w_d^T + bias) would add the bias once per device: the bias
+  // is added once, after the sum over devices.
   Fusion fusion;
   TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
   TensorView* bias = fusion.defineTensor({6}, {}, DataType::Float);
-  fusion.addOutput(linear(in, w, bias));
+  TensorView* out = linear(in, w, bias);
+  fusion.addOutput(out);
   for (TensorView* tv : {in, w, bias}) {
     tv->setDeviceMesh(kMesh);
   }
@@ -180,8 +181,98 @@ TEST(DecomposeReshardings, ALinearWithBiasOverShardedInFeaturesIsRefused) {
   w->outerSplit(1, 2);
   w->parallelize(1, ParallelType::DIDx);
   propagateShardings(&fusion);
-  EXPECT_VALUE_ERROR(
-      decomposeReshardings(&fusion), "its bias would be added once per device");
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 3u) << fusion.toString();
+  auto* local = dynamic_cast<LinearOp*>(exprs[0]);
+  ASSERT_NE(local, nullptr);
+  EXPECT_EQ(local->bias(), nullptr);
+  EXPECT_TRUE(isDeviceSum(exprs[1]));
+  EXPECT_EQ(chooseResharding(exprs[1]).type, CommunicationType::Allreduce);
+  EXPECT_EQ(exprs[2]->type(), OpType::Add);
+  EXPECT_EQ(exprs[2]->out(), out);
+  EXPECT_EQ(
+      exprs[2]->tensorInputs(),
+      (std::vector<TensorView*>{exprs[1]->out(), bias}));
+}
+
+TEST(DecomposeReshardings, ASumShardedOnAnotherAxisIsAReduceScatter) {
+  // The output sharded on its rows by the user: the partial sums are
+  // reduced and scattered over the rows at once.
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* out = linear(in, w);
+  fusion.addOutput(out);
+  for (TensorView* tv : {in, w, out}) {
+    tv->setDeviceMesh(kMesh);
+  }
+  in->outerSplit(1, 2);
+  in->parallelize(1, ParallelType::DIDx);
+  w->outerSplit(1, 2);
+  w->parallelize(1, ParallelType::DIDx);
+  out->outerSplit(0, 2);
+  out->parallelize(0, ParallelType::DIDx);
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  EXPECT_FALSE(isResharding(exprs[0]));
+  EXPECT_EQ(exprs[1]->out(), out);
+  const Resharding r = chooseResharding(exprs[1]);
+  EXPECT_EQ(r.type, CommunicationType::ReduceScatter);
+  EXPECT_EQ(r.axis, 0);
+}
+
+TEST(DecomposeReshardings, AProducerShardedOtherwiseIsReshardedFirst) {
+  // Sequence parallel: the input's rows and the weight's out_features are
+  // both on mesh_x. The weight decides; the input is gathered before the
+  // linear.
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* out = linear(in, w);
+  fusion.addOutput(out);
+  in->setDeviceMesh(kMesh);
+  w->setDeviceMesh(kMesh);
+  in->outerSplit(0, 2);
+  in->parallelize(0, ParallelType::DIDx);
+  w->outerSplit(0, 2);
+  w->parallelize(0, ParallelType::DIDx);
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  ASSERT_NE(dynamic_cast<LoadStoreOp*>(exprs[0]), nullptr);
+  EXPECT_EQ(exprs[0]->tensorInputs()[0], in);
+  EXPECT_EQ(chooseResharding(exprs[0]).type, CommunicationType::Allgather);
+  EXPECT_FALSE(isSharded(exprs[0]->out()));
+  EXPECT_EQ(exprs[1]->out(), out);
+  EXPECT_FALSE(isResharding(exprs[1]));
+  EXPECT_EQ(
+      shardingOfLogicalAxes(out),
+      (std::vector<ParallelType>{ParallelType::Serial, ParallelType::DIDx}));
+}
+
+TEST(DecomposeReshardings, ReshardedProducersAreSharedByTheirConsumers) {
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w1 = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* w2 = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  fusion.addOutput(linear(x, w1));
+  fusion.addOutput(linear(x, w2));
+  for (TensorView* tv : {x, w1, w2}) {
+    tv->setDeviceMesh(kMesh);
+    tv->outerSplit(0, 2);
+    tv->parallelize(0, ParallelType::DIDx);
+  }
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  int gathers = 0;
+  for (TensorOp* op : fusion.exprs()) {
+    gathers += dynamic_cast<LoadStoreOp*>(op) != nullptr ? 1 : 0;
+  }
+  EXPECT_EQ(gathers, 1);
 }
 
 TEST(DecomposeReshardings, LeavesLocalReductionsAlone) {
@@ -201,7 +292,10 @@ TEST(DecomposeReshardings, LeavesLocalReductionsAlone) {
   EXPECT_FALSE(out->hasRoot());
 }
 
-TEST(DecomposeReshardings, AnUnsplitDeviceReductionIsAUserError) {
+TEST(DecomposeReshardings, AnUnsplitDeviceReductionLeavesOnePartialPerDevice) {
+  // in_features of extent 2 on 2 devices without a split: each device holds
+  // one of them, its partial result is its product, and the sum is over the
+  // devices.
   Fusion fusion;
   TensorView* in = fusion.defineTensor({4, 2}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({6, 2}, {}, DataType::Float);
@@ -211,11 +305,11 @@ TEST(DecomposeReshardings, AnUnsplitDeviceReductionIsAUserError) {
     tv->parallelize(1, ParallelType::DIDx);
   }
   propagateShardings(&fusion);
-  EXPECT_VALUE_ERROR(
-      decomposeReshardings(&fusion),
-      "the reduction axis rdeviceIdx.x6{2} of T2_g_float[iS4{4}, iS5{6}, "
-      "rdeviceIdx.x6{2}] (DeviceMesh{0 1}) is parallelized on mesh_x without "
-      "a split");
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  EXPECT_FALSE(isResharding(exprs[0]));
+  EXPECT_EQ(chooseResharding(exprs[1]).type, CommunicationType::Allreduce);
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
+#include "multidevice/communication_type.h"
 #include "passes/pipeline.h"
 
 namespace mdfuser {
@@ -48,15 +49,15 @@ TEST(FusionPasses, RowParallelLinearBecomesLocalLinearAndSumOverDevices) {
       {"operations:",
        // Each device reduces its slice of in_features into a partial
        // result whose device axis (rf) holds data.
-       "  T3_g___bfloat[istreamIdx20{3}, ideviceIdx.x22{2}rf, "
-       "iS21{ceilDiv(i0, 3)}, iS18{4}, rS23{8}rf] (DeviceMesh{0 1})",
+       "  T3_g___bfloat[istreamIdx22{3}, ideviceIdx.x20{2}rf, "
+       "iS23{ceilDiv(i0, 3)}, iS18{4}, rS21{8}rf] (DeviceMesh{0 1})",
        "     = linear(T0_g___bfloat[istreamIdx7{3}, ideviceIdx.x9{2}, "
        "iS8{ceilDiv(i0, 3)}, iS10{8}] (DeviceMesh{0 1}),",
        "              T1_g___bfloat[ideviceIdx.x11{2}, iS2{4}, iS12{8}]",
        // The partial results are summed across devices.
-       "  T2_g___bfloat[istreamIdx13{3}, rdeviceIdx.x24{2}, "
-       "iS14{ceilDiv(i0, 3)}, iS5{4}] (DeviceMesh{0 1})",
-       "     = sum(T3_g___bfloat[istreamIdx20{3}, ideviceIdx.x22{2}rf",
+       "  T2_g___bfloat[istreamIdx15{3}, rdeviceIdx.x24{2}, "
+       "iS16{ceilDiv(i0, 3)}, iS5{4}] (DeviceMesh{0 1})",
+       "     = sum(T3_g___bfloat[istreamIdx22{3}, ideviceIdx.x20{2}rf",
        "} // %Fusion"}));
   EXPECT_EQ(fusion->outputs()[0]->name(), 2) << "the output is still T2";
 }
@@ -89,14 +90,14 @@ TEST(FusionPasses, DumpAfterEachPassPrintsEachPassByName) {
   const std::string after_reorder = text.substr(reorder);
   EXPECT_EQ(after_propagate.find("= sum("), std::string::npos);
   EXPECT_NE(
-      after_propagate.find("rdeviceIdx.x15{2}, rS16{8}] (DeviceMesh{0 1})"),
+      after_propagate.find("rdeviceIdx.x13{2}, rS14{8}] (DeviceMesh{0 1})"),
       std::string::npos);
   EXPECT_NE(after_decompose.find("= sum("), std::string::npos);
   EXPECT_NE(
-      after_decompose.find("iS18{4}, ideviceIdx.x22{2}rf, rS23{8}rf]"),
+      after_decompose.find("iS18{4}, ideviceIdx.x20{2}rf, rS21{8}rf]"),
       std::string::npos);
   EXPECT_NE(
-      after_reorder.find("[istreamIdx20{3}, ideviceIdx.x22{2}rf, iS21"),
+      after_reorder.find("[istreamIdx22{3}, ideviceIdx.x20{2}rf, iS23"),
       std::string::npos);
   EXPECT_EQ(
       after_reorder.substr(after_reorder.find("%Fusion {")),
@@ -139,7 +140,10 @@ TEST(FusionPasses, ScheduleErrorsAreReportedBeforeAnyPassRuns) {
   EXPECT_EQ(fusion->toString(), before);
 }
 
-TEST(FusionPasses, InconsistentlyShardedLinearOperandsAreAUserError) {
+TEST(FusionPasses, AReplicatedWeightIsSlicedForAShardedInput) {
+  // The input's in_features are sharded and the weight is replicated: each
+  // device takes its part of the weight locally, and the partial products
+  // are summed over the devices.
   Fusion fusion;
   TensorView* in = fusion.defineTensor({-1, 8}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({4, 8}, {}, DataType::Float);
@@ -147,10 +151,14 @@ TEST(FusionPasses, InconsistentlyShardedLinearOperandsAreAUserError) {
   in->setDeviceMesh(kMesh);
   w->setDeviceMesh(kMesh);
   in->outerSplit(1, 2);
-  in->parallelize(1, ParallelType::DIDx); // but the weight is replicated
-  EXPECT_VALUE_ERROR(
-      runFusionPasses(&fusion),
-      "the inputs of linear are sharded inconsistently");
+  in->parallelize(1, ParallelType::DIDx);
+  runFusionPasses(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 3u) << fusion.toString();
+  EXPECT_EQ(exprs[0]->tensorInputs()[0], w);
+  EXPECT_EQ(chooseResharding(exprs[0]).kind, Resharding::Kind::kLocal);
+  EXPECT_EQ(exprs[1]->type(), OpType::Linear);
+  EXPECT_EQ(chooseResharding(exprs[2]).type, CommunicationType::Allreduce);
 }
 
 TEST(FusionPasses, ColumnParallelLinearNeedsNoCommunication) {

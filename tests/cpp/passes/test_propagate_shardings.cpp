@@ -30,8 +30,8 @@ TEST(PropagateShardings, RowParallelLinearOutput) {
   // split of in_features reaches the reduction axis.
   EXPECT_EQ(
       out->toString(),
-      "T2_g___bfloat[istreamIdx13{3}, iS14{ceilDiv(i0, 3)}, iS5{4}, "
-      "rdeviceIdx.x15{2}, rS16{8}] (DeviceMesh{0 1})");
+      "T2_g___bfloat[istreamIdx15{3}, iS16{ceilDiv(i0, 3)}, iS5{4}, "
+      "rdeviceIdx.x13{2}, rS14{8}] (DeviceMesh{0 1})");
   auto* device_split = dynamic_cast<Split*>(out->axis(3)->definition());
   ASSERT_NE(device_split, nullptr);
   EXPECT_EQ(device_split->in(), out->logical()[2]);

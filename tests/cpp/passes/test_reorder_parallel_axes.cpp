@@ -73,12 +73,12 @@ TEST(ReorderParallelAxes, AppliesToEveryTensorIncludingRFactorProducts) {
       loopString(fusion->inputs()[1]), "ideviceIdx.x11{2} iS2{4} iS12{8}");
   EXPECT_EQ(
       loopString(partial),
-      "istreamIdx20{3} ideviceIdx.x22{2}rf iS21{ceilDiv(i0, 3)} iS18{4} "
-      "rS23{8}rf");
+      "istreamIdx22{3} ideviceIdx.x20{2}rf iS23{ceilDiv(i0, 3)} iS18{4} "
+      "rS21{8}rf");
   // A reduction over devices moves ahead of the serial axes too.
   EXPECT_EQ(
       loopString(out),
-      "istreamIdx13{3} rdeviceIdx.x24{2} iS14{ceilDiv(i0, 3)} iS5{4}");
+      "istreamIdx15{3} rdeviceIdx.x24{2} iS16{ceilDiv(i0, 3)} iS5{4}");
 }
 
 TEST(ReorderParallelAxes, LeavesSerialLoopsAlone) {

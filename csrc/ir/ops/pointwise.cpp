@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+#include "ir/ops/pointwise.h"
+
+#include "ir/container.h"
+#include "ir/errors.h"
+#include "ir/literal.h"
+#include "ir/ops/builder.h"
+
+namespace mdfuser {
+
+namespace {
+
+bool broadcastsAt(const IterDomain* id) {
+  return id->isBroadcast() ||
+         (id->extent()->isConst() && id->extent()->value() == 1);
+}
+
+// The output axes of a pointwise operation on `tensors`, torch's
+// broadcasting: aligned at the last axis, extent-1 axes stretch.
+std::vector<IterDomain*> broadcastShape(
+    const std::vector<TensorView*>& tensors, std::string_view op) {
+  size_t rank = 0;
+  for (const TensorView* tv : tensors) {
+    rank = std::max(rank, tv->logicalNoReductions().size());
+  }
+  IrContainer* container = tensors.front()->container();
+  std::vector<IterDomain*> out(rank, nullptr);
+  for (size_t pos = 0; pos < rank; ++pos) {
+    // Operand axes at this position, counted from the end.
+    const size_t from_end = rank - pos;
+    IterDomain* chosen = nullptr;
+    IterDomain* expanded = nullptr;
+    for (const TensorView* tv : tensors) {
+      const std::vector<IterDomain*> ids = tv->logicalNoReductions();
+      if (ids.size() < from_end) {
+        continue;
+      }
+      IterDomain* id = ids[ids.size() - from_end];
+      if (broadcastsAt(id)) {
+        if (id->isExpanded() && expanded == nullptr) {
+          expanded = id;
+        }
+        continue;
+      }
+      if (chosen == nullptr) {
+        chosen = id;
+        continue;
+      }
+      ops::requireEqualExtents(
+          chosen->extent(),
+          id->extent(),
+          std::string(op) + ": the extents of broadcast dimension " +
+              std::to_string(pos) + " of the operands");
+    }
+    if (chosen != nullptr) {
+      if (expanded != nullptr) {
+        ops::requireEqualExtents(
+            chosen->extent(),
+            expanded->extent(),
+            std::string(op) + ": the extents of broadcast dimension " +
+                std::to_string(pos) + " of the operands");
+      }
+      out[pos] = container->create<IterDomain>(chosen->extent());
+    } else {
+      Scalar* extent =
+          expanded != nullptr ? expanded->extent() : constant(container, 1);
+      out[pos] = container->create<IterDomain>(extent, IterType::Broadcast);
+    }
+  }
+  return out;
+}
+
+std::string kindOf(const Val* val) {
+  if (dynamic_cast<const TensorView*>(val) != nullptr) {
+    return "tensor";
+  }
+  if (dynamic_cast<const Literal*>(val) != nullptr) {
+    return "scalar";
+  }
+  return "extent";
+}
+
+// Builds `out = type(operands)` with `dtype`, or the promoted dtype when
+// `dtype` is Null.
+TensorView* build(
+    OpType type, std::vector<Val*> operands, DataType dtype = DataType::Null) {
+  const OpInfo& info = opInfo(type);
+  std::vector<TensorView*> tensors;
+  PromotionOperands promotion;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    Val* val = operands[i];
+    MDF_TYPE_CHECK(
+        val != nullptr,
+        info.name,
+        ": operand ",
+        i,
+        " must be a tensor or a scalar, got None");
+    if (auto* tv = dynamic_cast<TensorView*>(val)) {
+      tensors.push_back(tv);
+    }
+    // where's condition takes no part in the promotion.
+    if (type == OpType::Where && i == 0) {
+      continue;
+    }
+    const DataType d = operandDtype(val);
+    if (dynamic_cast<TensorView*>(val) == nullptr) {
+      promotion.literals.push_back(d);
+    } else if (static_cast<TensorView*>(val)->logicalNoReductions().empty()) {
+      promotion.zero_dim_tensors.push_back(d);
+    } else {
+      promotion.tensors.push_back(d);
+    }
+  }
+  ops::requireSameFusion(operands, info.name);
+  MDF_TYPE_CHECK(
+      !tensors.empty(),
+      info.name,
+      ": at least one operand must be a tensor, got ",
+      operands.size() == 1 ? "a " + kindOf(operands[0]) : "only scalars");
+
+  const DataType promoted =
+      resultType(promotion, PromotionKind::kDefault);
+  MDF_TYPE_CHECK(
+      !(info.operand_types == OperandTypes::kNotBool &&
+        promoted == DataType::Bool),
+      info.name,
+      " does not take Bool operands (as in torch); cast them first");
+  MDF_TYPE_CHECK(
+      !(info.operand_types == OperandTypes::kFloatingOnly &&
+        !isFloatingType(promoted)),
+      info.name,
+      " takes floating-point operands only, got ",
+      promoted,
+      "; cast them first");
+  if (dtype == DataType::Null) {
+    dtype = resultType(promotion, info.promotion);
+  }
+  TensorView* out = ops::newTensor(
+      tensors.front()->container(), broadcastShape(tensors, info.name), dtype);
+  tensors.front()
+      ->container()
+      ->create<PointwiseOp>(type, out, std::move(operands))
+      ->registerAsDefinition();
+  return out;
+}
+
+} // namespace
+
+PointwiseOp::PointwiseOp(
+    IrContainer* container,
+    OpType type,
+    TensorView* out,
+    std::vector<Val*> operands)
+    : TensorOp(container, type, std::move(operands), {out}) {
+  const OpInfo& info = opInfo(type);
+  MDF_CHECK(info.family == OpFamily::kPointwise, info.name, " is not pointwise");
+  MDF_CHECK_EQ(
+      static_cast<int>(inputs().size()), info.arity, "operands of ", info.name);
+}
+
+std::vector<AxisMapping> PointwiseOp::mapProducerToConsumer(
+    const TensorView* producer, const TensorView* consumer) const {
+  MDF_CHECK(consumer == out(), consumer->toString(), " is not an output");
+  const std::vector<IterDomain*> p = producer->logicalNoReductions();
+  const std::vector<IterDomain*>& c = consumer->maybeRoot();
+  MDF_CHECK_LE(p.size(), c.size());
+  std::vector<AxisMapping> result;
+  const size_t offset = c.size() - p.size();
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (broadcastsAt(p[i]) && !broadcastsAt(c[offset + i])) {
+      continue;
+    }
+    result.push_back({p[i], c[offset + i]});
+  }
+  return result;
+}
+
+TensorOp* PointwiseOp::recreate(
+    IrContainer* container,
+    std::vector<Val*> inputs,
+    std::vector<Val*> outputs) const {
+  MDF_CHECK_EQ(outputs.size(), size_t{1});
+  return container->create<PointwiseOp>(
+      type(), static_cast<TensorView*>(outputs[0]), std::move(inputs));
+}
+
+std::vector<std::string> PointwiseOp::attributes() const {
+  if (type() == OpType::Cast) {
+    return {"dtype=" + std::string(dtypeName(out()->dtype()))};
+  }
+  return {};
+}
+
+DataType operandDtype(const Val* val) {
+  if (const auto* tv = dynamic_cast<const TensorView*>(val)) {
+    return tv->dtype();
+  }
+  if (const auto* literal = dynamic_cast<const Literal*>(val)) {
+    return literal->dtype();
+  }
+  MDF_CHECK(
+      dynamic_cast<const Scalar*>(val) != nullptr,
+      "not a pointwise operand: ",
+      val->toString());
+  return DataType::Int;
+}
+
+TensorView* unaryOp(OpType type, Val* x) {
+  MDF_CHECK_EQ(opInfo(type).arity, 1, opName(type), " is not unary");
+  MDF_CHECK(type != OpType::Cast, "use cast()");
+  return build(type, {x});
+}
+
+TensorView* binaryOp(OpType type, Val* a, Val* b) {
+  MDF_CHECK_EQ(opInfo(type).arity, 2, opName(type), " is not binary");
+  return build(type, {a, b});
+}
+
+TensorView* where(Val* condition, Val* a, Val* b) {
+  MDF_TYPE_CHECK(
+      condition != nullptr && operandDtype(condition) == DataType::Bool,
+      "where: the condition must be Bool, got ",
+      condition == nullptr ? std::string("None")
+                           : std::string(dtypeName(operandDtype(condition))));
+  return build(OpType::Where, {condition, a, b});
+}
+
+TensorView* cast(Val* x, DataType dtype) {
+  MDF_TYPE_CHECK(
+      dtype != DataType::Null, "cast: the target dtype must not be Null");
+  return build(OpType::Cast, {x}, dtype);
+}
+
+} // namespace mdfuser

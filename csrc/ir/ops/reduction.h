@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <vector>
+
+#include "ir/ops/tensor_op.h"
+
+namespace mdfuser {
+
+// out = sum, max or min of `in` over the axes that are reductions in out's
+// logical domain. in's non-reduction logical axes map one to one to out's
+// logical axes, the reduced ones to out's reduction axes: a reduction over
+// an axis sharded across devices leaves partial results, which the fusion
+// passes turn into a local reduction and a collective.
+class ReductionOp : public TensorOp {
+ public:
+  ReductionOp(
+      IrContainer* container, OpType type, TensorView* out, TensorView* in);
+
+  TensorView* in() const;
+  // Positions of the reduced axes in out's logical domain.
+  std::vector<int64_t> reducedDims() const;
+
+  std::vector<AxisMapping> mapProducerToConsumer(
+      const TensorView* producer, const TensorView* consumer) const override;
+  TensorOp* recreate(
+      IrContainer* container,
+      std::vector<Val*> inputs,
+      std::vector<Val*> outputs) const override;
+};
+
+// sum/max/min of `in` over `dims` (negative counts from the end; empty
+// means every axis). keepdim keeps the reduced axes as broadcast axes of
+// extent 1. For sum, `dtype` Null gives torch's dtype (the input's for
+// floating types, Int for integers and Bool).
+TensorView* reduce(
+    OpType type,
+    TensorView* in,
+    const std::vector<int64_t>& dims,
+    bool keepdim = false,
+    DataType dtype = DataType::Null);
+
+// The reduced positions `dims` of a tensor of `rank` axes, normalized and
+// checked (ValueError for an axis out of range or given twice).
+std::vector<int64_t> reductionDims(
+    const std::vector<int64_t>& dims, int64_t rank, std::string_view op);
+
+} // namespace mdfuser

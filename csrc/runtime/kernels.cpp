@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/kernels.h"
+
+#include <array>
+
+#include <ATen/ops/_scaled_dot_product_flash_attention.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_backward.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/erf.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/log1p.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/where.h>
+
+#include "ir/errors.h"
+#include "ir/ops.h"
+
+namespace mdfuser {
+
+namespace {
+
+using Kernel = void (*)(KernelCall&);
+
+// `buffer` seen with `shape`: an operation's natural output shape, which
+// differs from its buffer's by size-1 axes (device parts of partial results,
+// broadcast axes).
+at::Tensor viewAs(const at::Tensor& buffer, at::IntArrayRef shape) {
+  if (buffer.sizes() == shape) {
+    return buffer;
+  }
+  return buffer.view(shape);
+}
+
+// Operand i as a tensor: the bound tensor, or a literal or extent as a
+// 0-dimensional "wrapped number", which takes part in type promotion as a
+// Python number does.
+at::Tensor operand(const KernelCall& call, size_t i) {
+  if (call.tensors[i].defined()) {
+    return call.tensors[i];
+  }
+  at::Tensor t = at::scalar_tensor(
+      call.scalars[i],
+      at::TensorOptions().device(call.outputs.at(0).device()).dtype(
+          call.scalars[i].isFloatingPoint()
+              ? at::kDouble
+              : (call.scalars[i].isBoolean() ? at::kBool : at::kLong)));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// Tensor operand i with its expanded broadcast axes at their full extent,
+// for operations that do not broadcast on their own.
+at::Tensor expanded(const KernelCall& call, size_t i) {
+  const at::Tensor& t = call.tensors.at(i);
+  const auto* tv = static_cast<const TensorView*>(call.op.input(i));
+  const std::vector<IterDomain*> ids = tv->logicalNoReductions();
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  bool any = false;
+  for (size_t a = 0; a < ids.size() && a < shape.size(); ++a) {
+    if (ids[a]->isExpanded()) {
+      shape[a] = call.extents.evaluate(ids[a]->extent());
+      any = true;
+    }
+  }
+  return any ? t.expand(shape) : t;
+}
+
+at::Tensor& out0(KernelCall& call) {
+  return call.outputs.at(0);
+}
+
+// ---------------------------------------------------------------- pointwise
+
+template <at::Tensor& (*F)(at::Tensor&, const at::Tensor&)>
+void unary(KernelCall& call) {
+  F(out0(call), operand(call, 0));
+}
+
+template <at::Tensor& (*F)(at::Tensor&, const at::Tensor&, const at::Tensor&)>
+void binary(KernelCall& call) {
+  F(out0(call), operand(call, 0), operand(call, 1));
+}
+
+at::Tensor& addOut(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::add_out(out, a, b);
+}
+at::Tensor& subOut(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::sub_out(out, a, b);
+}
+at::Tensor& divOut(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::div_out(out, a, b);
+}
+at::Tensor& powOut(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return at::pow_out(out, a, b);
+}
+at::Tensor& reluOut(at::Tensor& out, const at::Tensor& x) {
+  return at::clamp_min_out(out, x, 0);
+}
+at::Tensor& geluOut(at::Tensor& out, const at::Tensor& x) {
+  return at::gelu_out(out, x, "none");
+}
+at::Tensor& geluTanhOut(at::Tensor& out, const at::Tensor& x) {
+  return at::gelu_out(out, x, "tanh");
+}
+at::Tensor& castOut(at::Tensor& out, const at::Tensor& x) {
+  return out.copy_(x);
+}
+
+void whereKernel(KernelCall& call) {
+  at::where_out(
+      out0(call), operand(call, 0), operand(call, 1), operand(call, 2));
+}
+
+// --------------------------------------------------------------- reductions
+
+// The reduced axes of a reduction's input: the reduction axes of its
+// output's root (or logical) domain.
+std::vector<int64_t> reducedInputDims(const TensorOp& op) {
+  std::vector<int64_t> dims;
+  const std::vector<IterDomain*>& root = op.out()->maybeRoot();
+  for (size_t i = 0; i < root.size(); ++i) {
+    if (root[i]->isReduction()) {
+      dims.push_back(static_cast<int64_t>(i));
+    }
+  }
+  return dims;
+}
+
+std::vector<int64_t> withoutDims(
+    at::IntArrayRef sizes, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (std::find(dims.begin(), dims.end(), int64_t(i)) == dims.end()) {
+      shape.push_back(sizes[i]);
+    }
+  }
+  return shape;
+}
+
+void reduction(KernelCall& call) {
+  const at::Tensor in = expanded(call, 0);
+  const std::vector<int64_t> dims = reducedInputDims(call.op);
+  at::Tensor out = viewAs(out0(call), withoutDims(in.sizes(), dims));
+  switch (call.op.type()) {
+    case OpType::Sum:
+      at::sum_out(out, in, dims, false, out.scalar_type());
+      return;
+    case OpType::Max:
+      at::amax_out(out, in, dims, false);
+      return;
+    case OpType::Min:
+      at::amin_out(out, in, dims, false);
+      return;
+    default:
+      MDF_UNREACHABLE("not a reduction: ", call.op.opName());
+  }
+}
+
+// ---------------------------------------------------------- data movement
+
+void setKernel(KernelCall& call) {
+  out0(call).copy_(expanded(call, 0).reshape(out0(call).sizes()));
+}
+
+void reshapeKernel(KernelCall& call) {
+  out0(call).copy_(call.tensors[0].reshape(out0(call).sizes()));
+}
+
+void permuteKernel(KernelCall& call) {
+  const auto& op = static_cast<const PermuteOp&>(call.op);
+  out0(call).copy_(call.tensors[0].permute(op.dims()));
+}
+
+void sliceKernel(KernelCall& call) {
+  const auto& op = static_cast<const SliceOp&>(call.op);
+  at::Tensor in = call.tensors[0];
+  const at::Tensor& out = out0(call);
+  for (int64_t a = 0; a < in.dim(); ++a) {
+    const int64_t start = op.isWhole(a) ? 0 : call.scalars.at(a + 1).toLong();
+    in = in.narrow(a, start, out.size(a));
+  }
+  out0(call).copy_(in);
+}
+
+void catKernel(KernelCall& call) {
+  const auto& op = static_cast<const CatOp&>(call.op);
+  at::cat_out(out0(call), call.tensors, op.dim());
+}
+
+// ------------------------------------------------------------ contractions
+
+void linearKernel(KernelCall& call) {
+  const auto& op = static_cast<const LinearOp&>(call.op);
+  const at::Tensor in = expanded(call, 0);
+  const at::Tensor weight = call.tensors[1];
+  std::optional<at::Tensor> bias;
+  if (op.bias() != nullptr) {
+    bias = call.tensors[2];
+  }
+  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
+  shape.push_back(weight.size(0));
+  at::Tensor out = viewAs(out0(call), shape);
+  at::linear_out(out, in, weight, bias);
+}
+
+void matmulKernel(KernelCall& call) {
+  const at::Tensor a = expanded(call, 0);
+  const at::Tensor b = expanded(call, 1);
+  // The batch shape broadcasts as in torch.
+  std::vector<int64_t> batch_a(a.sizes().begin(), a.sizes().end() - 2);
+  std::vector<int64_t> batch_b(b.sizes().begin(), b.sizes().end() - 2);
+  const size_t rank = std::max(batch_a.size(), batch_b.size());
+  std::vector<int64_t> shape(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t x = i + batch_a.size() >= rank
+        ? batch_a[i + batch_a.size() - rank]
+        : 1;
+    const int64_t y = i + batch_b.size() >= rank
+        ? batch_b[i + batch_b.size() - rank]
+        : 1;
+    shape[i] = x == 1 ? y : x;
+  }
+  shape.push_back(a.size(-2));
+  shape.push_back(b.size(-1));
+  at::Tensor out = viewAs(out0(call), shape);
+  at::matmul_out(out, a, b);
+}
+
+void sdpaFwdKernel(KernelCall& call) {
+  const auto& op = static_cast<const SdpaFwdOp&>(call.op);
+  const at::Tensor& q = call.tensors[0];
+  const at::Tensor& k = call.tensors[1];
+  const at::Tensor& v = call.tensors[2];
+  at::Tensor out;
+  at::Tensor lse;
+  if (q.is_cuda()) {
+    auto result = at::_scaled_dot_product_flash_attention(
+        q, k, v, 0.0, op.options().is_causal, false, op.options().scale);
+    out = std::get<0>(result);
+    lse = std::get<1>(result);
+  } else {
+    std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, op.options().is_causal, {}, op.options().scale);
+  }
+  call.outputs[0].copy_(out);
+  call.outputs[1].copy_(lse);
+  call.outputs[2].zero_();
+  call.outputs[3].zero_();
+}
+
+void sdpaBwdKernel(KernelCall& call) {
+  const auto& op = static_cast<const SdpaBwdOp&>(call.op);
+  const at::Tensor& grad = call.tensors[0];
+  const at::Tensor& q = call.tensors[1];
+  const at::Tensor& k = call.tensors[2];
+  const at::Tensor& v = call.tensors[3];
+  const at::Tensor& out = call.tensors[4];
+  const at::Tensor& lse = call.tensors[5];
+  at::Tensor gq;
+  at::Tensor gk;
+  at::Tensor gv;
+  if (q.is_cuda()) {
+    // Without dropout the philox state is not read.
+    const auto options = at::TensorOptions().dtype(at::kLong).device(q.device());
+    const at::Tensor philox = at::empty({}, options);
+    std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
+        grad,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        at::Tensor(),
+        at::Tensor(),
+        q.size(2),
+        k.size(2),
+        0.0,
+        op.options().is_causal,
+        philox,
+        philox,
+        op.options().scale);
+  } else {
+    std::tie(gq, gk, gv) =
+        at::_scaled_dot_product_flash_attention_for_cpu_backward(
+            grad,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            0.0,
+            op.options().is_causal,
+            {},
+            op.options().scale);
+  }
+  call.outputs[0].copy_(gq);
+  call.outputs[1].copy_(gk);
+  call.outputs[2].copy_(gv);
+}
+
+// The kernel of every operation type, in OpType order.
+struct Entry {
+  OpType type;
+  Kernel kernel;
+};
+constexpr Entry kKernels[] = {
+    {OpType::Neg, unary<at::neg_out>},
+    {OpType::Abs, unary<at::abs_out>},
+    {OpType::Exp, unary<at::exp_out>},
+    {OpType::Log, unary<at::log_out>},
+    {OpType::Log1p, unary<at::log1p_out>},
+    {OpType::Tanh, unary<at::tanh_out>},
+    {OpType::Sigmoid, unary<at::sigmoid_out>},
+    {OpType::Relu, unary<reluOut>},
+    {OpType::Silu, unary<at::silu_out>},
+    {OpType::Gelu, unary<geluOut>},
+    {OpType::GeluTanh, unary<geluTanhOut>},
+    {OpType::Erf, unary<at::erf_out>},
+    {OpType::Sqrt, unary<at::sqrt_out>},
+    {OpType::Rsqrt, unary<at::rsqrt_out>},
+    {OpType::Reciprocal, unary<at::reciprocal_out>},
+    {OpType::Sin, unary<at::sin_out>},
+    {OpType::Cos, unary<at::cos_out>},
+    {OpType::Cast, unary<castOut>},
+    {OpType::Add, binary<addOut>},
+    {OpType::Sub, binary<subOut>},
+    {OpType::Mul, binary<at::mul_out>},
+    {OpType::Div, binary<divOut>},
+    {OpType::Pow, binary<powOut>},
+    {OpType::Maximum, binary<at::maximum_out>},
+    {OpType::Minimum, binary<at::minimum_out>},
+    {OpType::Eq, binary<at::eq_out>},
+    {OpType::Ne, binary<at::ne_out>},
+    {OpType::Lt, binary<at::lt_out>},
+    {OpType::Le, binary<at::le_out>},
+    {OpType::Gt, binary<at::gt_out>},
+    {OpType::Ge, binary<at::ge_out>},
+    {OpType::Where, whereKernel},
+    {OpType::Sum, reduction},
+    {OpType::Max, reduction},
+    {OpType::Min, reduction},
+    {OpType::Set, setKernel},
+    {OpType::Broadcast, reshapeKernel},
+    {OpType::Reshape, reshapeKernel},
+    {OpType::Permute, permuteKernel},
+    {OpType::Squeeze, reshapeKernel},
+    {OpType::Slice, sliceKernel},
+    {OpType::Cat, catKernel},
+    {OpType::Linear, linearKernel},
+    {OpType::Matmul, matmulKernel},
+    {OpType::SdpaFwd, sdpaFwdKernel},
+    {OpType::SdpaBwd, sdpaBwdKernel},
+};
+
+constexpr bool kernelsInOrder() {
+  for (size_t i = 0; i < std::size(kKernels); ++i) {
+    if (static_cast<size_t>(kKernels[i].type) != i) {
+      return false;
+    }
+  }
+  return static_cast<size_t>(OpType::SdpaBwd) + 1 == std::size(kKernels);
+}
+static_assert(kernelsInOrder(), "kKernels must list every OpType in order");
+
+} // namespace
+
+void runKernel(KernelCall& call) {
+  const auto index = static_cast<size_t>(call.op.type());
+  MDF_CHECK_LT(index, std::size(kKernels));
+  kKernels[index].kernel(call);
+}
+
+} // namespace mdfuser

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+
+#include "ir/ops/tensor_op.h"
+#include "ir/scalar_eval.h"
+
+namespace mdfuser {
+
+// One compute operation with its values bound: what a kernel runs on.
+struct KernelCall {
+  const TensorOp& op;
+  // Per operand of op: the tensor bound to a tensor operand (undefined for
+  // the others).
+  std::vector<at::Tensor> tensors;
+  // Per operand of op: the value of a literal or extent operand.
+  std::vector<c10::Scalar> scalars;
+  // The buffers bound to op's outputs, in order; kernels write into them.
+  std::vector<at::Tensor> outputs;
+  // Values of the program's symbolic extents.
+  const ScalarEvaluator& extents;
+};
+
+// Runs `call` through the kernel of its operation type: one ATen call
+// (an `*_out` where ATen has one) per operation. The table from operation
+// type to kernel is in kernels.cpp.
+void runKernel(KernelCall& call);
+
+} // namespace mdfuser

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""Normalizations written with fusion primitives.
+
+They shard like any other composition: over an axis split across devices,
+the sums they take become local sums and an allreduce.
+"""
+
+from __future__ import annotations
+
+from mdfuser._C import DataType, TensorView
+
+
+def _compute_dtype(dtype: DataType) -> DataType:
+    return DataType.Float if dtype in (DataType.BFloat16, DataType.Half) else dtype
+
+
+def softmax(ops, x: TensorView, dim: int) -> TensorView:
+    """torch.softmax(x, dim): exp(x - max) / sum(exp(x - max)), in Float for
+    Half and BFloat16 inputs."""
+    io_dtype = x.dtype()
+    xf = ops.cast(x, _compute_dtype(io_dtype)) if _compute_dtype(io_dtype) != io_dtype else x
+    shifted = ops.sub(xf, ops.max(xf, [dim], keepdim=True))
+    e = ops.exp(shifted)
+    y = ops.div(e, ops.sum(e, [dim], keepdim=True))
+    return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
+
+
+def _normalized_dims(x: TensorView, normalized_ndim: int) -> list[int]:
+    if not 1 <= normalized_ndim <= x.ndim:
+        raise ValueError(
+            f"normalization over the last {normalized_ndim} axes of a tensor of {x.ndim}"
+        )
+    return list(range(x.ndim - normalized_ndim, x.ndim))
+
+
+def layer_norm(
+    ops,
+    x: TensorView,
+    normalized_ndim: int = 1,
+    weight: TensorView | None = None,
+    bias: TensorView | None = None,
+    eps: float = 1e-5,
+) -> TensorView:
+    """torch.nn.functional.layer_norm over the last `normalized_ndim` axes,
+    with optional elementwise weight and bias; in Float for Half and
+    BFloat16 inputs, returned in the input's dtype."""
+    io_dtype = x.dtype()
+    compute = _compute_dtype(io_dtype)
+    dims = _normalized_dims(x, normalized_ndim)
+    xf = ops.cast(x, compute) if compute != io_dtype else x
+    var, mean = ops.var_mean(xf, dims, correction=0, keepdim=True)
+    y = ops.mul(ops.sub(xf, mean), ops.rsqrt(ops.add(var, eps)))
+    if weight is not None:
+        y = ops.mul(y, ops.cast(weight, compute) if weight.dtype() != compute else weight)
+    if bias is not None:
+        y = ops.add(y, ops.cast(bias, compute) if bias.dtype() != compute else bias)
+    return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
+
+
+def rms_norm(
+    ops,
+    x: TensorView,
+    normalized_ndim: int = 1,
+    weight: TensorView | None = None,
+    eps: float = 1e-6,
+) -> TensorView:
+    """torch.nn.functional.rms_norm over the last `normalized_ndim` axes:
+    x / sqrt(mean(x^2) + eps) * weight."""
+    io_dtype = x.dtype()
+    compute = _compute_dtype(io_dtype)
+    dims = _normalized_dims(x, normalized_ndim)
+    xf = ops.cast(x, compute) if compute != io_dtype else x
+    ms = ops.mean(ops.mul(xf, xf), dims, keepdim=True)
+    y = ops.mul(xf, ops.rsqrt(ops.add(ms, eps)))
+    if weight is not None:
+        y = ops.mul(y, ops.cast(weight, compute) if weight.dtype() != compute else weight)
+    return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
