@@ -32,29 +32,40 @@ std::vector<Claim> outputClaims(const TensorOp* op, const DeviceMesh& mesh) {
   std::vector<Claim> claims;
   const TensorView* out = op->out();
   for (ParallelType pt : kDeviceParallelTypes) {
-    for (const TensorView* producer : op->shardingPriority()) {
-      if (producer->deviceMesh() != mesh) {
-        continue;
+    // Shardings the output keeps come before partial results: a producer
+    // sharded along an axis the operation reduces claims the type only
+    // when no producer is sharded along one it keeps (so that a weight
+    // gradient gathers its activations rather than allreducing a
+    // weight-sized result).
+    for (const bool partial : {false, true}) {
+      for (const TensorView* producer : op->shardingPriority()) {
+        if (producer->deviceMesh() != mesh) {
+          continue;
+        }
+        ParallelAxis pa = producerAxis(producer, pt);
+        if (!pa) {
+          continue;
+        }
+        IterDomain* mapped = mappedAxis(op, producer, out, pa.source);
+        if (mapped == nullptr || mapped->isReduction() != partial) {
+          continue;
+        }
+        // Two device types cannot land on one axis from different
+        // producers.
+        const bool taken = std::any_of(
+            claims.begin(), claims.end(), [&](const Claim& c) {
+              return c.producer != producer &&
+                  claimedAxis(op, c, out) == mapped;
+            });
+        if (taken) {
+          continue;
+        }
+        claims.push_back({pt, producer, pa, partial});
+        break;
       }
-      ParallelAxis pa = producerAxis(producer, pt);
-      if (!pa) {
-        continue;
+      if (!claims.empty() && claims.back().parallel_type == pt) {
+        break;
       }
-      IterDomain* mapped = mappedAxis(op, producer, out, pa.source);
-      if (mapped == nullptr) {
-        continue;
-      }
-      // Two device types cannot land on one axis from different producers.
-      const bool taken = std::any_of(
-          claims.begin(), claims.end(), [&](const Claim& c) {
-            return c.producer != producer &&
-                claimedAxis(op, c, out) == mapped;
-          });
-      if (taken) {
-        continue;
-      }
-      claims.push_back({pt, producer, pa, mapped->isReduction()});
-      break;
     }
   }
   return claims;

@@ -12,7 +12,8 @@ namespace mdfuser {
 // The sharding an operation's outputs get from its producers, one device
 // parallel type at a time: the first producer, in the operation's
 // shardingPriority(), that is sharded on that type along an axis the
-// output indexes claims it. The output is then sharded like that producer
+// output keeps claims it; failing that, the first sharded along an axis
+// the operation reduces. The output is then sharded like that producer
 // along the mapped axis, or holds partial results when the mapped axis is
 // one the operation reduces. Producers that disagree with the claims are
 // resharded before the operation (a set in front of it).

@@ -31,20 +31,12 @@ void applyStream(const TensorOp* op, TensorView* consumer) {
       continue;
     }
     IterDomain* target = mappedAxis(op, producer, consumer, stream.source);
-    if (target == nullptr || !isUnsplitLoopAxis(consumer, target)) {
+    // A reduction over the chunked axis would sum across loop iterations:
+    // such a consumer stays whole and runs after the loop.
+    if (target == nullptr || target->isReduction() ||
+        !isUnsplitLoopAxis(consumer, target)) {
       continue;
     }
-    MDF_USER_CHECK(
-        !target->isReduction(),
-        "the stream axis ",
-        stream.loop->toString(),
-        " of ",
-        producer->toString(),
-        " maps to the reduction axis ",
-        target->toString(),
-        " of ",
-        consumer->toString(),
-        "; a reduction cannot be split across streams");
     replayAxis(producer, stream.source, consumer, target, {ParallelType::Stream});
     return;
   }

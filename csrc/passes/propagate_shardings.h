@@ -16,8 +16,9 @@ namespace mdfuser {
 // output then sums over devices). A consumer whose mesh the user set keeps
 // its device sharding, replicated or not; decomposeReshardings reconciles
 // it with its producers. Stream splits reach every consumer that has none,
-// from the first producer whose stream axis maps to an unsplit axis and can
-// be carried there.
+// from the first producer whose stream axis maps to an unsplit iteration
+// axis and can be carried there; a reduction over the chunked axis stops
+// them (its chunks would have to be summed across loop iterations).
 //
 // Assumes validateSchedule passed. Guarantees nothing about consistency.
 void propagateShardings(Fusion* fusion);

@@ -38,7 +38,8 @@ class FusionExecutorCache {
   int64_t numPrograms() const {
     return static_cast<int64_t>(programs_.size());
   }
-  // The host program of the most recent run; null before the first.
+  // The host program of the most recent run; null before the first. Its
+  // fusion's outputs carry the shardings the passes gave them.
   const hir::HostIrContainer* lastProgram() const;
 
  private:

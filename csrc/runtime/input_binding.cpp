@@ -162,18 +162,19 @@ ScalarEvaluator bindInputs(
         extents.bind(extent, global);
         if (devices > 1 && !whole_axis_on_devices) {
           // An inner split fixes the shard size rather than the number of
-          // shards.
-          const int64_t part = extents.evaluate(
-              findParallelAxis(tv, pt, tv->logical()).partExtent());
+          // shards; splits above the device split set how many runs of it
+          // a device holds.
+          const std::optional<int64_t> part =
+              extents.tryEvaluate(localExtents(tv)[axis]);
           MDF_USER_CHECK(
-              part == local,
+              !part.has_value() || *part == local,
               describe(fusion, i),
               " axis ",
               axis,
               " has local size ",
               local,
               ", but its split gives each device ",
-              part);
+              part.value_or(0));
         }
         continue;
       }

@@ -162,6 +162,17 @@ void bindRuntime(py::module_& m) {
           py::arg("backend") = py::none())
       .def_property_readonly("num_programs", &FusionExecutorCache::numPrograms)
       .def(
+          "compiled_outputs",
+          [](const FusionExecutorCache& cache) {
+            const hir::HostIrContainer* hic = cache.lastProgram();
+            MDF_USER_CHECK(
+                hic != nullptr,
+                "the fusion has not been executed yet; its outputs' "
+                "shardings are decided when it is compiled");
+            return hic->fusion().outputs();
+          },
+          py::return_value_policy::reference_internal)
+      .def(
           "last_host_ir",
           [](const FusionExecutorCache& cache) -> std::optional<std::string> {
             const hir::HostIrContainer* hic = cache.lastProgram();

@@ -288,6 +288,21 @@ class FusionDefinition:
             list(inputs), list(_enable_options), list(_disable_options), backend
         )
 
+    def output_tensors(self) -> list[TensorView]:
+        """The outputs of the most recently run program, with the shardings
+        mdfuser chose for them (pass one to multidevice.shard_tensor to take
+        a global tensor's part the way ``execute`` returns it)."""
+        if self._cache is None:
+            raise ValueError("output_tensors: execute the fusion first")
+        return self._cache.compiled_outputs()
+
+    def get_output_shardings(self) -> list:
+        """Per output, its mesh and sharded axis: ``.mesh`` and
+        ``.axis_sharded_on(parallel_type)`` (-1 when replicated)."""
+        from mdfuser.multidevice import Sharding
+
+        return [Sharding(tv) for tv in self.output_tensors()]
+
     def last_host_ir(self) -> str | None:
         """The printed host program of the most recent ``execute``."""
         return None if self._cache is None else self._cache.last_host_ir()

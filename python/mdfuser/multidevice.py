@@ -18,6 +18,7 @@ __all__ = [
     "DeviceMesh",
     "MultiDeviceExecutor",
     "MultiDeviceExecutorParams",
+    "Sharding",
     "shard_tensor",
 ]
 
@@ -41,6 +42,22 @@ def shard_tensor(tensor: torch.Tensor, tv: TensorView) -> torch.Tensor:
     if tv.device_mesh is None:
         return tensor
     return _C._shard_tensor(tensor, tv, Communicator.instance().rank())
+
+
+class Sharding:
+    """How one output of a compiled fusion is laid out: its mesh and, per
+    device parallel type, the tensor axis sharded on it."""
+
+    def __init__(self, tv: TensorView) -> None:
+        self.mesh = tv.device_mesh
+        self._axes = dict((pt, axis) for axis, pt in tv._sharded_axes())
+
+    def axis_sharded_on(self, parallel_type) -> int:
+        """The axis sharded on `parallel_type`, or -1 when none is."""
+        return self._axes.get(parallel_type, -1)
+
+    def __repr__(self) -> str:
+        return f"Sharding(mesh={self.mesh!r}, axes={self._axes})"
 
 
 @dataclass

@@ -24,11 +24,14 @@ def test_definition_prints_and_lists_its_tensors():
     assert all(isinstance(tv, mdfuser.TensorView) for tv in inputs + outputs)
     inp, w = inputs
     assert inp.ndim == 2 and inp.num_loop_axes == 4
-    assert inp.dtype == DataType.BFloat16
+    assert inp.dtype() == DataType.BFloat16
     assert inp.axis(0).parallel_type == ParallelType.stream
     assert inp.axis(2).parallel_type == ParallelType.mesh_x
-    assert inp.axis(2).extent == 2
-    assert inp.axis(1).extent is None  # ceilDiv(t, 3), t known at run time
+    assert inp.axis(2).extent().value == 2
+    assert inp.axis(1).extent().is_symbolic()  # ceilDiv(t, 3), t known at run time
+    assert inp.axis(1).extent().value is None
+    assert [e.value for e in w.shape()] == [4, 16]
+    assert inp.size(0).is_symbolic() and w.size(-1).value == 16
     text = str(fd.fusion)
     assert "T0_g___bfloat[istreamIdx7{3}, iS8{ceilDiv(i0, 3)}, ideviceIdx.x9{2}, iS10{8}]" in text
     assert "Outer split: iS1{16} by factor 2 -> ideviceIdx.x9{2}, iS10{8}" in text
@@ -111,8 +114,11 @@ def test_operand_errors():
         fd.ops.linear(x, w)
     with pytest.raises(TypeError, match="add_output: expected a TensorView, got int"):
         fd.add_output(3)
-    with pytest.raises(ValueError, match="is a fusion input"):
-        fd.add_output(x)
+    other = FusionDefinition()
+    with pytest.raises(ValueError, match="belongs to another fusion"):
+        fd.add_output(other.define_tensor([2]))
+    with pytest.raises(ValueError, match="belongs to another FusionDefinition"):
+        fd.ops.neg(other.define_tensor([2]))
 
 
 def test_device_mesh_errors():
@@ -186,12 +192,14 @@ def test_sharded_axis_must_divide_evenly():
             tv.outer_split(1, 4)
             tv.axis(1).parallelize(ParallelType.mesh_x)
     with pytest.raises(
-        ValueError, match="has extent 6, which is not divisible into 4 equal shards"
+        ValueError, match="has extent 6, which is not divisible into 4 equal parts"
     ):
         fd.execute([torch.zeros(2, 2), torch.zeros(3, 2)])
 
 
-def test_inconsistently_sharded_operands_are_rejected():
+def test_operands_sharded_differently_are_reconciled():
+    # in_features of the input are sharded, the weight's are not: each
+    # device takes its part of the weight, and the products are summed.
     with FusionDefinition() as fd:
         x = fd.define_tensor([-1, 8], dtype=DataType.Float)
         w = fd.define_tensor([3, 8], dtype=DataType.Float)
@@ -201,5 +209,7 @@ def test_inconsistently_sharded_operands_are_rejected():
         w.set_device_mesh(mesh)
         x.outer_split(1, 1)
         x.axis(1).parallelize(ParallelType.mesh_x)
-    with pytest.raises(ValueError, match="sharded inconsistently"):
-        fd.execute([torch.zeros(2, 8), torch.zeros(3, 8)])
+    xs, ws = integers(2, 8, seed=3).float(), integers(3, 8, seed=4).float()
+    (out,) = fd.execute([xs, ws])
+    assert torch.equal(out, torch.nn.functional.linear(xs, ws))
+    assert "ShardByDevice" in fd.last_host_ir()

@@ -42,12 +42,16 @@ TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
       ExecuteOptions::parse({}, {"inplace_allreduce"}).inplace_allreduce);
 }
 
-TEST(ExecuteOptions, HostIrLoweringIsAcceptedAndUnknownNamesAreNot) {
-  ExecuteOptions::parse({"host_ir_lowering"}, {});
+TEST(ExecuteOptions, ReferenceNamesAreAcceptedAndUnknownNamesAreNot) {
+  // nvFuser's names without meaning in mdfuser change nothing.
+  const ExecuteOptions options = ExecuteOptions::parse(
+      {"host_ir_lowering", "fast_math"}, {"infer_contiguity", "kernel_reuse"});
+  EXPECT_TRUE(options.inplace_allreduce);
+  EXPECT_FALSE(options.compute_on_main_stream);
   EXPECT_VALUE_ERROR(
-      ExecuteOptions::parse({"fast_math"}, {}),
-      "unknown option 'fast_math' in _enable_options; valid options are: "
-      "compute_on_main_stream, host_ir_lowering");
+      ExecuteOptions::parse({"warp_specialize"}, {}),
+      "unknown option 'warp_specialize' in _enable_options; valid options "
+      "are: compute_on_main_stream, host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");
