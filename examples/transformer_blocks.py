@@ -149,6 +149,217 @@ def mlp_reference(x, w1, b1, w2, b2):
     return f.linear(f.gelu(pre, approximate="tanh"), w2, b2), pre
 
 
+@dataclass
+class Attention:
+    """Sizes of a multi-head attention block on activations [seq, batch, e]
+    (sequence first, so that sequence parallelism cuts the outermost axis)."""
+
+    seq: int
+    batch: int
+    e: int
+    heads: int
+
+    @property
+    def head_size(self) -> int:
+        return self.e // self.heads
+
+
+def _split_heads(fd, qkv, a: Attention):
+    """q, k, v [batch, heads, seq, head_size] from qkv [seq, batch, 3e]
+    laid out head-major: each head's q, k and v rows are adjacent in the
+    weight, so a device's share of the rows holds whole heads."""
+    ops = fd.ops
+    per_head = ops.reshape(qkv, [a.seq, a.batch, a.heads, 3 * a.head_size])
+    parts = []
+    for i in range(3):
+        part = ops.slice(
+            per_head,
+            [0, 0, 0, i * a.head_size],
+            [a.seq, a.batch, a.heads, (i + 1) * a.head_size],
+        )
+        parts.append(ops.permute(part, [1, 2, 0, 3]))
+    return parts
+
+
+def _merge_heads(fd, o, a: Attention):
+    """[batch, heads, seq, head_size] -> [seq, batch, e]."""
+    return fd.ops.reshape(fd.ops.permute(o, [2, 0, 1, 3]), [a.seq, a.batch, a.e])
+
+
+def _attention(fd, x, w_qkv, b_qkv, w_o, b_o, a: Attention):
+    qkv = fd.ops.linear(x, w_qkv, b_qkv)
+    q, k, v = _split_heads(fd, qkv, a)
+    o, lse, _, _ = fd.ops.sdpfa_fwd(q, k, v, dropout_p=0.0, is_causal=True)
+    return fd.ops.linear(_merge_heads(fd, o, a), w_o, b_o), qkv, o, lse
+
+
+def _shard_sequence(tv, d: int) -> None:
+    """SP: the sequence axis (0) across the devices."""
+    _shard(tv, 0, d)
+
+
+def attention_forward(a: Attention, d: int, mode: str, dtype=DataType.BFloat16) -> Mlp:
+    """y = linear(merge(sdpa(split(linear(x, w_qkv, b_qkv)))), w_o, b_o),
+    causal, heads across the devices."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([a.seq, a.batch, a.e], dtype=dtype)
+        w_qkv = fd.define_tensor([3 * a.e, a.e], dtype=dtype)
+        b_qkv = fd.define_tensor([3 * a.e], dtype=dtype)
+        w_o = fd.define_tensor([a.e, a.e], dtype=dtype)
+        b_o = fd.define_tensor([a.e], dtype=dtype)
+        y, qkv, o, lse = _attention(fd, x, w_qkv, b_qkv, w_o, b_o, a)
+        outputs = dict(y=y, qkv=qkv, o=o, lse=lse)
+        for tv in outputs.values():
+            fd.add_output(tv)
+
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w_qkv, b_qkv, w_o, b_o):
+            tv.set_device_mesh(mesh)
+        _shard(w_qkv, 0, d)  # heads
+        _shard(b_qkv, 0, d)
+        _shard(w_o, 1, d)
+        if mode == "sp":
+            _shard_sequence(x, d)
+            y.set_device_mesh(mesh)
+            _shard_sequence(y, d)
+    return Mlp(fd, dict(x=x, w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o), outputs)
+
+
+def attention_backward(a: Attention, d: int, mode: str, dtype=DataType.BFloat16) -> Mlp:
+    """The gradients of attention_forward from the saved qkv, sdpa output
+    `o` and log-sum-exp `lse`."""
+    with FusionDefinition() as fd:
+        ops = fd.ops
+        x = fd.define_tensor([a.seq, a.batch, a.e], dtype=dtype)
+        w_qkv = fd.define_tensor([3 * a.e, a.e], dtype=dtype)
+        w_o = fd.define_tensor([a.e, a.e], dtype=dtype)
+        qkv = fd.define_tensor([a.seq, a.batch, 3 * a.e], dtype=dtype)
+        o = fd.define_tensor([a.batch, a.heads, a.seq, a.head_size], dtype=dtype)
+        lse = fd.define_tensor([a.batch, a.heads, a.seq], dtype=DataType.Float)
+        grad_y = fd.define_tensor([a.seq, a.batch, a.e], dtype=dtype)
+        tokens = a.seq * a.batch
+
+        grad_b_o = ops.sum(grad_y, [0, 1])
+        merged = _merge_heads(fd, o, a)
+        grad_w_o = ops.matmul(
+            ops.permute(ops.reshape(grad_y, [tokens, a.e]), [1, 0]),
+            ops.reshape(merged, [tokens, a.e]),
+        )
+        grad_merged = ops.matmul(grad_y, w_o)
+        grad_o = ops.permute(
+            ops.reshape(grad_merged, [a.seq, a.batch, a.heads, a.head_size]), [1, 2, 0, 3]
+        )
+        q, k, v = _split_heads(fd, qkv, a)
+        grads = ops.sdpfa_bwd(grad_o, q, k, v, o, lse, 0.0, True, None, None, None)
+        per_head = ops.cat([ops.permute(g, [2, 0, 1, 3]) for g in grads], 3)
+        grad_qkv = ops.reshape(per_head, [a.seq, a.batch, 3 * a.e])
+        grad_b_qkv = ops.sum(grad_qkv, [0, 1])
+        grad_w_qkv = ops.matmul(
+            ops.permute(ops.reshape(grad_qkv, [tokens, 3 * a.e]), [1, 0]),
+            ops.reshape(x, [tokens, a.e]),
+        )
+        grad_x = ops.matmul(grad_qkv, w_qkv)
+        outputs = dict(
+            grad_x=grad_x,
+            grad_w_qkv=grad_w_qkv,
+            grad_b_qkv=grad_b_qkv,
+            grad_w_o=grad_w_o,
+            grad_b_o=grad_b_o,
+        )
+        for tv in outputs.values():
+            fd.add_output(tv)
+
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w_qkv, w_o, qkv, o, lse, grad_y):
+            tv.set_device_mesh(mesh)
+        _shard(w_qkv, 0, d)
+        _shard(w_o, 1, d)
+        _shard(qkv, 2, d)
+        _shard(o, 1, d)
+        _shard(lse, 1, d)
+        if mode == "sp":
+            _shard_sequence(x, d)
+            _shard_sequence(grad_y, d)
+            grad_x.set_device_mesh(mesh)
+            _shard_sequence(grad_x, d)
+    return Mlp(
+        fd, dict(x=x, w_qkv=w_qkv, w_o=w_o, qkv=qkv, o=o, lse=lse, grad_y=grad_y), outputs
+    )
+
+
+def attention_reference(x, w_qkv, b_qkv, w_o, b_o, a: Attention):
+    """The attention block in plain torch: (y, qkv, o, lse) with lse from
+    the log-sum-exp of the scaled, masked scores."""
+    f = torch.nn.functional
+    qkv = f.linear(x, w_qkv, b_qkv)
+    per_head = qkv.view(a.seq, a.batch, a.heads, 3 * a.head_size)
+    q, k, v = (
+        per_head[..., i * a.head_size : (i + 1) * a.head_size].permute(1, 2, 0, 3)
+        for i in range(3)
+    )
+    o = f.scaled_dot_product_attention(q, k, v, is_causal=True)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(a.head_size)
+    mask = torch.ones(a.seq, a.seq, dtype=torch.bool).tril()
+    lse = torch.logsumexp(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    merged = o.permute(2, 0, 1, 3).reshape(a.seq, a.batch, a.e)
+    return f.linear(merged, w_o, b_o), qkv, o, lse
+
+
+def layer_forward(a: Attention, d: int, mode: str, streams: int = 1, dtype=DataType.BFloat16) -> Mlp:
+    """A pre-norm transformer layer on x [seq, batch, e]:
+    h = x + attention(layer_norm(x)); y = h + mlp(layer_norm(h))."""
+    e = a.e
+    with FusionDefinition() as fd:
+        ops = fd.ops
+        x = fd.define_tensor([a.seq, a.batch, e], dtype=dtype)
+        ln0_w = fd.define_tensor([e], dtype=dtype)
+        ln0_b = fd.define_tensor([e], dtype=dtype)
+        w_qkv = fd.define_tensor([3 * e, e], dtype=dtype)
+        b_qkv = fd.define_tensor([3 * e], dtype=dtype)
+        w_o = fd.define_tensor([e, e], dtype=dtype)
+        b_o = fd.define_tensor([e], dtype=dtype)
+        ln1_w = fd.define_tensor([e], dtype=dtype)
+        ln1_b = fd.define_tensor([e], dtype=dtype)
+        w1 = fd.define_tensor([4 * e, e], dtype=dtype)
+        b1 = fd.define_tensor([4 * e], dtype=dtype)
+        w2 = fd.define_tensor([e, 4 * e], dtype=dtype)
+        b2 = fd.define_tensor([e], dtype=dtype)
+        attn, _, _, _ = _attention(fd, ops.layer_norm(x, 1, ln0_w, ln0_b), w_qkv, b_qkv, w_o, b_o, a)
+        h = ops.add(x, attn)
+        pre = ops.linear(ops.layer_norm(h, 1, ln1_w, ln1_b), w1, b1)
+        y = ops.add(h, ops.linear(ops.gelu(pre, approximate="tanh"), w2, b2))
+        fd.add_output(y)
+
+        inputs = dict(
+            x=x, ln0_w=ln0_w, ln0_b=ln0_b, w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o,
+            ln1_w=ln1_w, ln1_b=ln1_b, w1=w1, b1=b1, w2=w2, b2=b2,
+        )
+        mesh = DeviceMesh(range(d))
+        for tv in inputs.values():
+            tv.set_device_mesh(mesh)
+        for tv in (w_qkv, b_qkv, w1, b1):
+            _shard(tv, 0, d)
+        for tv in (w_o, w2):
+            _shard(tv, 1, d)
+        if mode == "sp":
+            _shard_sequence(x, d)
+            y.set_device_mesh(mesh)
+            _shard_sequence(y, d)
+    return Mlp(fd, inputs, dict(y=y))
+
+
+def layer_reference(inputs: dict, a: Attention):
+    """The layer in plain torch."""
+    f = torch.nn.functional
+    t = {k: v.double() for k, v in inputs.items()}
+    ln0 = f.layer_norm(t["x"], (a.e,), t["ln0_w"], t["ln0_b"])
+    attn, _, _, _ = attention_reference(ln0, t["w_qkv"], t["b_qkv"], t["w_o"], t["b_o"], a)
+    h = t["x"] + attn
+    ln1 = f.layer_norm(h, (a.e,), t["ln1_w"], t["ln1_b"])
+    y, _ = mlp_reference(ln1, t["w1"], t["b1"], t["w2"], t["b2"])
+    return h + y
+
+
 def main() -> None:
     from mdfuser.multidevice import Communicator, shard_tensor
 

@@ -273,6 +273,11 @@ bool isDeviceSum(const TensorOp* op) {
 }
 
 bool isResharding(const TensorOp* op, const TensorView* consumer) {
+  // An output without axes takes nothing from its producers' data (the
+  // philox seed of attention).
+  if (consumer->logical().empty()) {
+    return false;
+  }
   for (ParallelType pt : kDeviceParallelTypes) {
     IterDomain* id = loopAxis(consumer, pt);
     if (id != nullptr && id->isReduction()) {

@@ -2,6 +2,8 @@
 #include "passes/propagate_shardings.h"
 
 #include <algorithm>
+#include <set>
+#include <unordered_set>
 
 #include "ir/errors.h"
 #include "ir/ops.h"
@@ -42,9 +44,119 @@ void applyStream(const TensorOp* op, TensorView* consumer) {
   }
 }
 
+constexpr ParallelType kDeviceParallelTypes[] = {
+    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
+
+// Replaces the loop axes of `tv` derived from its logical axis `axis` by
+// `axis` itself, undoing their splits.
+void unsplit(TensorView* tv, IterDomain* axis) {
+  std::vector<IterDomain*> loop;
+  bool placed = false;
+  for (IterDomain* id : tv->loop()) {
+    const std::vector<Expr*> path = transformsBetween({axis}, {id});
+    if (id != axis && path.empty()) {
+      loop.push_back(id);
+    } else if (!placed) {
+      loop.push_back(axis);
+      placed = true;
+    }
+  }
+  axis->parallelize(ParallelType::Serial);
+  tv->setLoop(std::move(loop));
+}
+
+// The axis of `tv` every use shards on `pt`, with the consumer and its
+// parallel axis to copy the layout from; nothing when the uses disagree,
+// one does not shard on `pt`, or one does not index the axis exactly.
+struct Wanted {
+  IterDomain* axis = nullptr;
+  const TensorView* consumer = nullptr;
+  ParallelAxis layout;
+};
+Wanted wantedByUses(const Fusion& fusion, const TensorView* tv, ParallelType pt) {
+  Wanted wanted;
+  if (tv->uses().empty()) {
+    return {};
+  }
+  for (Expr* use : tv->uses()) {
+    auto* op = dynamic_cast<TensorOp*>(use);
+    if (op == nullptr || op->outputs().size() != 1) {
+      return {};
+    }
+    const TensorView* consumer = op->out();
+    if (consumer->deviceMesh() != tv->deviceMesh()) {
+      return {};
+    }
+    ParallelAxis c = findParallelAxis(consumer, pt, consumer->maybeRoot());
+    if (!c || c.source->isReduction()) {
+      return {};
+    }
+    IterDomain* axis = nullptr;
+    for (const AxisMapping& m : op->mapProducerToConsumer(tv, consumer)) {
+      if (m.consumer == c.source && m.exact) {
+        axis = m.producer;
+      }
+    }
+    if (axis == nullptr ||
+        (wanted.axis != nullptr &&
+         (wanted.axis != axis || !sameLayout(wanted.layout, c)))) {
+      return {};
+    }
+    wanted = {axis, consumer, c};
+  }
+  (void)fusion;
+  return wanted;
+}
+
+// Gives a tensor the sharding all its uses want when it has none of its
+// own on that device type (it is replicated, or holds partial results).
+// A row-parallel linear whose result every use takes sharded along the
+// tokens then reduce-scatters instead of allreducing.
+void propagateFromUses(
+    Fusion* fusion, const std::unordered_set<const TensorView*>& annotated) {
+  const std::vector<TensorOp*> exprs = fusion->exprs();
+  for (auto it = exprs.rbegin(); it != exprs.rend(); ++it) {
+    for (TensorView* tv : (*it)->outs()) {
+      if (annotated.count(tv) != 0 || fusion->isOutput(tv) ||
+          !tv->hasDeviceMesh()) {
+        continue;
+      }
+      for (ParallelType pt : kDeviceParallelTypes) {
+        ParallelAxis own = findParallelAxis(tv, pt, tv->logical());
+        if (own && !own.source->isReduction()) {
+          continue;
+        }
+        const Wanted wanted = wantedByUses(*fusion, tv, pt);
+        if (wanted.axis == nullptr) {
+          continue;
+        }
+        if (own) {
+          // Partial results: summed and scattered at once instead.
+          unsplit(tv, own.source);
+        }
+        std::set<ParallelType> taken = {pt};
+        ParallelAxis stream =
+            findParallelAxis(tv, ParallelType::Stream, tv->logical());
+        if (stream && stream.source == wanted.axis) {
+          unsplit(tv, wanted.axis);
+          taken.insert(ParallelType::Stream);
+        }
+        replayAxis(
+            wanted.consumer, wanted.layout.source, tv, wanted.axis, taken);
+      }
+    }
+  }
+}
+
 } // namespace
 
 void propagateShardings(Fusion* fusion) {
+  std::unordered_set<const TensorView*> user_placed;
+  for (TensorView* tv : fusion->allTensors()) {
+    if (tv->hasDeviceMesh()) {
+      user_placed.insert(tv);
+    }
+  }
   for (TensorOp* op : fusion->exprs()) {
     for (TensorView* consumer : op->outs()) {
       const bool annotated = consumer->hasDeviceMesh();
@@ -63,6 +175,7 @@ void propagateShardings(Fusion* fusion) {
       applyStream(op, consumer);
     }
   }
+  propagateFromUses(fusion, user_placed);
 }
 
 } // namespace mdfuser

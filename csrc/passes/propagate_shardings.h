@@ -20,6 +20,12 @@ namespace mdfuser {
 // axis and can be carried there; a reduction over the chunked axis stops
 // them (its chunks would have to be summed across loop iterations).
 //
+// Then, in reverse, a tensor the user did not annotate and that is not an
+// output takes the sharding every one of its uses gives its output along
+// the axis it maps to, when it has no sharding of its own on that device
+// type: partial sums that every consumer wants split along the tokens are
+// then reduce-scattered rather than allreduced and sliced.
+//
 // Assumes validateSchedule passed. Guarantees nothing about consistency.
 void propagateShardings(Fusion* fusion);
 

@@ -186,7 +186,34 @@ class Interpreter {
     for (const TensorView* out : op->outs()) {
       call.outputs.push_back(tensor(out));
     }
-    runKernel(call);
+    try {
+      runKernel(call);
+    } catch (const c10::Error& e) {
+      // ATen checked what mdfuser should have: name the operation.
+      MDF_UNREACHABLE(
+          "ATen refused ",
+          op->opName(),
+          " on tensors of shapes ",
+          shapesOf(call),
+          ":\n",
+          op->toString(),
+          "\n",
+          e.what_without_backtrace());
+    }
+  }
+
+  static std::string shapesOf(const KernelCall& call) {
+    std::string s;
+    for (const at::Tensor& t : call.tensors) {
+      if (t.defined()) {
+        s += (s.empty() ? "" : ", ") + c10::str(t.sizes());
+      }
+    }
+    s += " -> ";
+    for (size_t i = 0; i < call.outputs.size(); ++i) {
+      s += (i > 0 ? ", " : "") + c10::str(call.outputs[i].sizes());
+    }
+    return s;
   }
 
   void runCommunication(const hir::Communication* comm) {

@@ -147,19 +147,6 @@ void whereKernel(KernelCall& call) {
 
 // --------------------------------------------------------------- reductions
 
-// The reduced axes of a reduction's input: the reduction axes of its
-// output's root (or logical) domain.
-std::vector<int64_t> reducedInputDims(const TensorOp& op) {
-  std::vector<int64_t> dims;
-  const std::vector<IterDomain*>& root = op.out()->maybeRoot();
-  for (size_t i = 0; i < root.size(); ++i) {
-    if (root[i]->isReduction()) {
-      dims.push_back(static_cast<int64_t>(i));
-    }
-  }
-  return dims;
-}
-
 std::vector<int64_t> withoutDims(
     at::IntArrayRef sizes, const std::vector<int64_t>& dims) {
   std::vector<int64_t> shape;
@@ -173,7 +160,8 @@ std::vector<int64_t> withoutDims(
 
 void reduction(KernelCall& call) {
   const at::Tensor in = expanded(call, 0);
-  const std::vector<int64_t> dims = reducedInputDims(call.op);
+  const std::vector<int64_t>& dims =
+      static_cast<const ReductionOp&>(call.op).reducedDims();
   at::Tensor out = viewAs(out0(call), withoutDims(in.sizes(), dims));
   switch (call.op.type()) {
     case OpType::Sum:

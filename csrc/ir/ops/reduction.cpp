@@ -10,9 +10,32 @@
 
 namespace mdfuser {
 
+namespace {
+
+std::vector<int64_t> reductionAxesOf(const TensorView* out) {
+  std::vector<int64_t> dims;
+  const std::vector<IterDomain*>& root = out->maybeRoot();
+  for (size_t i = 0; i < root.size(); ++i) {
+    if (root[i]->isReduction()) {
+      dims.push_back(static_cast<int64_t>(i));
+    }
+  }
+  return dims;
+}
+
+} // namespace
+
 ReductionOp::ReductionOp(
     IrContainer* container, OpType type, TensorView* out, TensorView* in)
-    : TensorOp(container, type, {in}, {out}) {
+    : ReductionOp(container, type, out, in, reductionAxesOf(out)) {}
+
+ReductionOp::ReductionOp(
+    IrContainer* container,
+    OpType type,
+    TensorView* out,
+    TensorView* in,
+    std::vector<int64_t> reduced)
+    : TensorOp(container, type, {in}, {out}), reduced_(std::move(reduced)) {
   MDF_CHECK(
       opInfo(type).family == OpFamily::kReduction,
       mdfuser::opName(type),
@@ -21,17 +44,6 @@ ReductionOp::ReductionOp(
 
 TensorView* ReductionOp::in() const {
   return static_cast<TensorView*>(input(0));
-}
-
-std::vector<int64_t> ReductionOp::reducedDims() const {
-  std::vector<int64_t> dims;
-  const std::vector<IterDomain*>& logical = out()->logical();
-  for (size_t i = 0; i < logical.size(); ++i) {
-    if (logical[i]->isReduction()) {
-      dims.push_back(static_cast<int64_t>(i));
-    }
-  }
-  return dims;
 }
 
 std::vector<AxisMapping> ReductionOp::mapProducerToConsumer(
@@ -55,7 +67,8 @@ TensorOp* ReductionOp::recreate(
   return container->create<ReductionOp>(
       type(),
       static_cast<TensorView*>(outputs[0]),
-      static_cast<TensorView*>(inputs[0]));
+      static_cast<TensorView*>(inputs[0]),
+      reduced_);
 }
 
 std::vector<int64_t> reductionDims(

@@ -14,12 +14,26 @@ namespace mdfuser {
 // passes turn into a local reduction and a collective.
 class ReductionOp : public TensorOp {
  public:
+  // The reduced axes are read off out's root (or logical) domain when the
+  // operation is built and kept: lowering may later make it write another
+  // buffer.
   ReductionOp(
       IrContainer* container, OpType type, TensorView* out, TensorView* in);
+  // With the reduced axes given (positions among in's non-reduction logical
+  // axes).
+  ReductionOp(
+      IrContainer* container,
+      OpType type,
+      TensorView* out,
+      TensorView* in,
+      std::vector<int64_t> reduced);
 
   TensorView* in() const;
-  // Positions of the reduced axes in out's logical domain.
-  std::vector<int64_t> reducedDims() const;
+  // Positions, among the input's non-reduction logical axes, of the axes the
+  // operation reduces.
+  const std::vector<int64_t>& reducedDims() const {
+    return reduced_;
+  }
 
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
@@ -27,6 +41,9 @@ class ReductionOp : public TensorOp {
       IrContainer* container,
       std::vector<Val*> inputs,
       std::vector<Val*> outputs) const override;
+
+ private:
+  std::vector<int64_t> reduced_;
 };
 
 // sum/max/min of `in` over `dims` (negative counts from the end; empty
