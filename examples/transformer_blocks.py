@@ -198,9 +198,20 @@ def _shard_sequence(tv, d: int) -> None:
     _shard(tv, 0, d)
 
 
-def attention_forward(a: Attention, d: int, mode: str, dtype=DataType.BFloat16) -> Mlp:
+def _batch_streams(tv, streams: int) -> None:
+    """Splits the batch axis (1) into stream chunks: attention is
+    independent across the batch, so each chunk can run the whole block."""
+    if streams > 1:
+        tv.outer_split(1, streams)
+        tv.axis(1).parallelize(ParallelType.stream)
+
+
+def attention_forward(
+    a: Attention, d: int, mode: str, streams: int = 1, dtype=DataType.BFloat16
+) -> Mlp:
     """y = linear(merge(sdpa(split(linear(x, w_qkv, b_qkv)))), w_o, b_o),
-    causal, heads across the devices."""
+    causal, heads across the devices; with `streams` > 1 the batch is split
+    into stream chunks."""
     with FusionDefinition() as fd:
         x = fd.define_tensor([a.seq, a.batch, a.e], dtype=dtype)
         w_qkv = fd.define_tensor([3 * a.e, a.e], dtype=dtype)
@@ -218,9 +229,12 @@ def attention_forward(a: Attention, d: int, mode: str, dtype=DataType.BFloat16) 
         _shard(w_qkv, 0, d)  # heads
         _shard(b_qkv, 0, d)
         _shard(w_o, 1, d)
+        # The batch split first: it is axis 1 of the unsplit tensor.
+        _batch_streams(x, streams)
         if mode == "sp":
             _shard_sequence(x, d)
             y.set_device_mesh(mesh)
+            _batch_streams(y, streams)
             _shard_sequence(y, d)
     return Mlp(fd, dict(x=x, w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o), outputs)
 
@@ -305,9 +319,12 @@ def attention_reference(x, w_qkv, b_qkv, w_o, b_o, a: Attention):
     return f.linear(merged, w_o, b_o), qkv, o, lse
 
 
-def layer_forward(a: Attention, d: int, mode: str, streams: int = 1, dtype=DataType.BFloat16) -> Mlp:
+def layer_forward(
+    a: Attention, d: int, mode: str, streams: int = 1, dtype=DataType.BFloat16
+) -> Mlp:
     """A pre-norm transformer layer on x [seq, batch, e]:
-    h = x + attention(layer_norm(x)); y = h + mlp(layer_norm(h))."""
+    h = x + attention(layer_norm(x)); y = h + mlp(layer_norm(h)); with
+    `streams` > 1 the batch is split into stream chunks."""
     e = a.e
     with FusionDefinition() as fd:
         ops = fd.ops
@@ -341,9 +358,12 @@ def layer_forward(a: Attention, d: int, mode: str, streams: int = 1, dtype=DataT
             _shard(tv, 0, d)
         for tv in (w_o, w2):
             _shard(tv, 1, d)
+        # The batch split first: it is axis 1 of the unsplit tensor.
+        _batch_streams(x, streams)
         if mode == "sp":
             _shard_sequence(x, d)
             y.set_device_mesh(mesh)
+            _batch_streams(y, streams)
             _shard_sequence(y, d)
     return Mlp(fd, inputs, dict(y=y))
 

@@ -8,6 +8,8 @@
 #include "common/host_ir_outline.h"
 #include "common/program_builder.h"
 #include "common/row_parallel.h"
+#include "common/transformer_mlp.h"
+#include "host_ir/passes/pass_manager.h"
 #include "host_ir/lower.h"
 #include "host_ir/passes/allocate_and_deallocate.h"
 #include "host_ir/verifier.h"
@@ -170,6 +172,63 @@ FOR i1 stream
     shape.push_back(eval.evaluate(extent));
   }
   EXPECT_EQ(shape, (std::vector<int64_t>{7, 2}));
+}
+
+// The most buffers alive at once in `scope` (a loop body counted once),
+// given `live` on entry; fails when a buffer allocated in a scope outlives
+// it (other than an output).
+int64_t peakLiveBuffers(
+    const HostIrContainer& hic, const Scope& scope, int64_t live) {
+  int64_t peak = live;
+  int64_t here = 0;
+  for (const Expr* e : scope.exprs()) {
+    if (const auto* a = dynamic_cast<const Allocate*>(e)) {
+      ++here;
+      peak = std::max(peak, live + here);
+      (void)a;
+    } else if (dynamic_cast<const Deallocate*>(e) != nullptr) {
+      --here;
+    } else if (const auto* l = dynamic_cast<const ForLoop*>(e)) {
+      peak = std::max(peak, peakLiveBuffers(hic, l->body(), live + here));
+    }
+  }
+  int64_t outputs_allocated = 0;
+  for (const Expr* e : scope.exprs()) {
+    if (const auto* a = dynamic_cast<const Allocate*>(e);
+        a != nullptr && hic.isOutput(a->buffer())) {
+      ++outputs_allocated;
+    }
+  }
+  EXPECT_EQ(here, outputs_allocated)
+      << "a buffer allocated in a scope is not freed in it";
+  return peak;
+}
+
+TEST(AllocateAndDeallocate, AWholeBlockKeepsFewBuffersAlive) {
+  // The sequence-parallel MLP: in each chunk the gathered input, the
+  // pre-activation, the activation, the partial sums and the scattered sum
+  // are each freed after their last use, so at most three buffers (with
+  // the output) are alive at once, whatever the number of operations.
+  for (const char* mode : {"tp", "sp"}) {
+    auto fusion = test::makeMlp(/*h=*/2, /*d=*/2, /*s=*/2, mode);
+    runFusionPasses(fusion.get());
+    auto hic = lowerToHostIr(std::move(fusion), {});
+    runHostPasses(*hic);
+    int64_t allocations = 0;
+    std::vector<const Scope*> scopes = {&hic->topLevel()};
+    while (!scopes.empty()) {
+      const Scope* scope = scopes.back();
+      scopes.pop_back();
+      for (const Expr* e : scope->exprs()) {
+        allocations += dynamic_cast<const Allocate*>(e) != nullptr ? 1 : 0;
+        if (const auto* l = dynamic_cast<const ForLoop*>(e)) {
+          scopes.push_back(&l->body());
+        }
+      }
+    }
+    EXPECT_GE(allocations, std::string(mode) == "sp" ? 6 : 4) << mode;
+    EXPECT_EQ(peakLiveBuffers(*hic, hic->topLevel(), 0), 3) << mode;
+  }
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
 #include "multidevice/communication_type.h"
+#include "multidevice/sharding.h"
 #include "passes/pipeline.h"
 
 namespace mdfuser {
@@ -199,6 +200,65 @@ TEST(FusionPasses, DataParallelOnMeshYRowParallelOnMeshX) {
   w->parallelize(1, ParallelType::DIDx);
   EXPECT_NO_THROW(runFusionPasses(&fusion));
   EXPECT_EQ(fusion.exprs().size(), 2u);
+}
+
+TEST(FusionPasses, PartialSumsEveryUseWantsSplitAreReduceScattered) {
+  // r = linear(x, w) over sharded in_features is partial; its only use adds
+  // it to s, split along the rows. r takes that split from its use, so the
+  // partial sums are reduce-scattered rather than allreduced and sliced.
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* s = fusion.defineTensor({4, 6}, {}, DataType::Float);
+  TensorView* r = linear(x, w);
+  TensorView* z = binaryOp(OpType::Add, r, s);
+  fusion.addOutput(z);
+  for (TensorView* tv : {x, w, s}) {
+    tv->setDeviceMesh(kMesh);
+  }
+  for (TensorView* tv : {x, w}) {
+    tv->outerSplit(1, 2);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  s->outerSplit(0, 2);
+  s->parallelize(0, ParallelType::DIDx);
+  runFusionPasses(&fusion);
+  std::vector<CommunicationType> collectives;
+  for (TensorOp* op : fusion.exprs()) {
+    if (isResharding(op)) {
+      collectives.push_back(chooseResharding(op).type);
+    }
+  }
+  EXPECT_EQ(
+      collectives,
+      std::vector<CommunicationType>{CommunicationType::ReduceScatter});
+  EXPECT_EQ(
+      shardingOfLogicalAxes(z),
+      (std::vector<ParallelType>{ParallelType::DIDx, ParallelType::Serial}));
+}
+
+TEST(FusionPasses, OutputsKeepTheShardingsTheirProducersGive) {
+  // The same, but r is also an output: the user gets it whole.
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* s = fusion.defineTensor({4, 6}, {}, DataType::Float);
+  TensorView* r = linear(x, w);
+  fusion.addOutput(r);
+  fusion.addOutput(binaryOp(OpType::Add, r, s));
+  for (TensorView* tv : {x, w, s}) {
+    tv->setDeviceMesh(kMesh);
+  }
+  for (TensorView* tv : {x, w}) {
+    tv->outerSplit(1, 2);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  s->outerSplit(0, 2);
+  s->parallelize(0, ParallelType::DIDx);
+  runFusionPasses(&fusion);
+  EXPECT_EQ(
+      shardingOfLogicalAxes(r),
+      (std::vector<ParallelType>{ParallelType::Serial, ParallelType::Serial}));
 }
 
 } // namespace

@@ -38,17 +38,22 @@ def check(block, outputs: list[torch.Tensor], expected: dict[str, torch.Tensor])
         torch.testing.assert_close(outputs[i].cpu(), want, **TOLERANCES, msg=name)
 
 
+@pytest.mark.parametrize("streams", [1, 2])
 @pytest.mark.parametrize("mode", ["tp", "sp"])
-def test_forward(multidevice_test, mode):
+def test_forward(multidevice_test, mode, streams):
     d = multidevice_test.size
     a = sizes(d)
     full = weights(a, seed=3)
-    block = attention_forward(a, d, mode, DataType.Float)
+    block = attention_forward(a, d, mode, streams, DataType.Float)
     outputs = block.fd.execute([multidevice_test.shard(full[k], tv) for k, tv in block.inputs.items()])
     y, qkv, o, lse = attention_reference(*(full[k].double() for k in block.inputs), a)
     check(block, outputs, dict(y=y, qkv=qkv, o=o, lse=lse))
     # Heads are split across the devices: each holds heads / d of them.
     assert outputs[2].shape[1] == a.heads // d
+    if streams > 1:
+        # The whole block runs per batch chunk, attention included.
+        loop = block.fd.last_host_ir().split("FOR ")[1]
+        assert "sdpfa_fwd" in loop
 
 
 @pytest.mark.parametrize("mode", ["tp", "sp"])

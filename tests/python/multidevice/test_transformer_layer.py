@@ -37,12 +37,13 @@ def layer_inputs(a: Attention, seed: int) -> dict[str, torch.Tensor]:
     )
 
 
+@pytest.mark.parametrize("streams", [1, 2])
 @pytest.mark.parametrize("mode", ["tp", "sp"])
-def test_forward(multidevice_test, mode):
+def test_forward(multidevice_test, mode, streams):
     d = multidevice_test.size
     a = Attention(seq=4 * d, batch=2, e=8 * d, heads=2 * d)
     full = layer_inputs(a, seed=13)
-    block = layer_forward(a, d, mode, dtype=DataType.Float)
+    block = layer_forward(a, d, mode, streams, dtype=DataType.Float)
     (y,) = block.fd.execute([multidevice_test.shard(full[k], tv) for k, tv in block.inputs.items()])
     want = shard_tensor(layer_reference(full, a).float(), block.fd.output_tensors()[0])
     assert y.dtype == torch.float32
