@@ -296,9 +296,7 @@ def attention_backward(a: Attention, d: int, mode: str, dtype=DataType.BFloat16)
             _shard_sequence(grad_y, d)
             grad_x.set_device_mesh(mesh)
             _shard_sequence(grad_x, d)
-    return Mlp(
-        fd, dict(x=x, w_qkv=w_qkv, w_o=w_o, qkv=qkv, o=o, lse=lse, grad_y=grad_y), outputs
-    )
+    return Mlp(fd, dict(x=x, w_qkv=w_qkv, w_o=w_o, qkv=qkv, o=o, lse=lse, grad_y=grad_y), outputs)
 
 
 def attention_reference(x, w_qkv, b_qkv, w_o, b_o, a: Attention):
@@ -308,8 +306,7 @@ def attention_reference(x, w_qkv, b_qkv, w_o, b_o, a: Attention):
     qkv = f.linear(x, w_qkv, b_qkv)
     per_head = qkv.view(a.seq, a.batch, a.heads, 3 * a.head_size)
     q, k, v = (
-        per_head[..., i * a.head_size : (i + 1) * a.head_size].permute(1, 2, 0, 3)
-        for i in range(3)
+        per_head[..., i * a.head_size : (i + 1) * a.head_size].permute(1, 2, 0, 3) for i in range(3)
     )
     o = f.scaled_dot_product_attention(q, k, v, is_causal=True)
     scores = q @ k.transpose(-1, -2) / math.sqrt(a.head_size)
@@ -341,15 +338,28 @@ def layer_forward(
         b1 = fd.define_tensor([4 * e], dtype=dtype)
         w2 = fd.define_tensor([e, 4 * e], dtype=dtype)
         b2 = fd.define_tensor([e], dtype=dtype)
-        attn, _, _, _ = _attention(fd, ops.layer_norm(x, 1, ln0_w, ln0_b), w_qkv, b_qkv, w_o, b_o, a)
+        attn, _, _, _ = _attention(
+            fd, ops.layer_norm(x, 1, ln0_w, ln0_b), w_qkv, b_qkv, w_o, b_o, a
+        )
         h = ops.add(x, attn)
         pre = ops.linear(ops.layer_norm(h, 1, ln1_w, ln1_b), w1, b1)
         y = ops.add(h, ops.linear(ops.gelu(pre, approximate="tanh"), w2, b2))
         fd.add_output(y)
 
         inputs = dict(
-            x=x, ln0_w=ln0_w, ln0_b=ln0_b, w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o,
-            ln1_w=ln1_w, ln1_b=ln1_b, w1=w1, b1=b1, w2=w2, b2=b2,
+            x=x,
+            ln0_w=ln0_w,
+            ln0_b=ln0_b,
+            w_qkv=w_qkv,
+            b_qkv=b_qkv,
+            w_o=w_o,
+            b_o=b_o,
+            ln1_w=ln1_w,
+            ln1_b=ln1_b,
+            w1=w1,
+            b1=b1,
+            w2=w2,
+            b2=b2,
         )
         mesh = DeviceMesh(range(d))
         for tv in inputs.values():

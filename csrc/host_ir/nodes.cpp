@@ -144,8 +144,8 @@ TensorView* ShardByDevice::in() const {
 
 std::string ShardByDevice::toString() const {
   return out()->toString() + " = ShardByDevice(" + in()->toString() + ", " +
-      std::string(parallelTypeName(parallel_type_)) +
-      ", axis = " + std::to_string(axis_) + ")";
+         std::string(parallelTypeName(parallel_type_)) +
+         ", axis = " + std::to_string(axis_) + ")";
 }
 
 namespace {
@@ -230,8 +230,8 @@ std::string devices(const std::vector<int64_t>& ranks) {
 
 bool reduces(CommunicationType type) {
   return type == CommunicationType::Allreduce ||
-      type == CommunicationType::ReduceScatter ||
-      type == CommunicationType::Reduce;
+         type == CommunicationType::ReduceScatter ||
+         type == CommunicationType::Reduce;
 }
 
 } // namespace
@@ -265,8 +265,8 @@ void Communication::reduceInPlace() {
 
 std::string Communication::toString() const {
   std::string s = "Communication " + std::to_string(name()) +
-      " (type=" + std::string(communicationTypeName(spec_.type)) +
-      ", team=" + devices(spec_.team);
+                  " (type=" + std::string(communicationTypeName(spec_.type)) +
+                  ", team=" + devices(spec_.team);
   if (spec_.senders != spec_.team) {
     s += ", senders=" + devices(spec_.senders);
   }

@@ -49,7 +49,8 @@ std::string IterDomain::toString() const {
   }
   s += idString(parallel_type_);
   s += std::to_string(name());
-  s += "{" + (isExpanded() ? "1 ex " + extent_->toString() : extent_->toString()) +
+  s += "{" +
+       (isExpanded() ? "1 ex " + extent_->toString() : extent_->toString()) +
        "}";
   if (is_rfactor_product_) {
     s += "rf";
@@ -149,8 +150,8 @@ IterDomain* merge(IterDomain* outer, IterDomain* inner) {
   } else if (outer->isBroadcast() && inner->isBroadcast()) {
     type = IterType::Broadcast;
   }
-  auto* out =
-      container->create<IterDomain>(mul(outer->extent(), inner->extent()), type);
+  auto* out = container->create<IterDomain>(
+      mul(outer->extent(), inner->extent()), type);
   container->create<Merge>(out, outer, inner);
   return out;
 }
@@ -168,9 +169,8 @@ std::vector<Expr*> transformsBetween(
       return it->second;
     }
     bool result = false;
-    if (Expr* def = id->definition();
-        dynamic_cast<Split*>(def) != nullptr ||
-        dynamic_cast<Merge*>(def) != nullptr) {
+    if (Expr* def = id->definition(); dynamic_cast<Split*>(def) != nullptr ||
+                                      dynamic_cast<Merge*>(def) != nullptr) {
       for (Val* in : def->inputs()) {
         result = result || derives(static_cast<const IterDomain*>(in));
       }

@@ -119,8 +119,7 @@ TensorView* rFactor(
   // loop axes derived from it, in loop order.
   std::vector<IterDomain*> partial_logical;
   for (IterDomain* id : logical) {
-    const bool split_reduction =
-        id->isReduction() && !contains(loop, id);
+    const bool split_reduction = id->isReduction() && !contains(loop, id);
     if (!split_reduction) {
       partial_logical.push_back(to_partial.at(id));
       continue;
@@ -137,9 +136,9 @@ TensorView* rFactor(
     copy->parallelize(id->parallelType());
     partial_loop.push_back(copy);
   }
-  auto* partial =
-      container->create<TensorView>(partial_logical, out->dtype());
-  partial->setDomains(root, std::move(partial_logical), std::move(partial_loop));
+  auto* partial = container->create<TensorView>(partial_logical, out->dtype());
+  partial->setDomains(
+      root, std::move(partial_logical), std::move(partial_loop));
   if (out->hasDeviceMesh()) {
     partial->setDeviceMesh(*out->deviceMesh());
   }
@@ -174,9 +173,8 @@ TensorView* rFactor(
     }
   }
 
-  const OpType reduction = dynamic_cast<ReductionOp*>(op) != nullptr
-      ? op->type()
-      : OpType::Sum;
+  const OpType reduction =
+      dynamic_cast<ReductionOp*>(op) != nullptr ? op->type() : OpType::Sum;
   op->unregisterAsDefinition();
   op->withTensors({partial}, op->tensorInputs())->registerAsDefinition();
   out->setDomains({}, std::move(out_logical), std::move(out_loop));

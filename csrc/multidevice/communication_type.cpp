@@ -22,7 +22,8 @@ std::string describe(const DeviceSharding& s) {
       return "replicated";
     case Kind::kSharded:
       return "sharded on axis " + std::to_string(s.axis) +
-          (s.layout != 0 ? " (layout " + std::to_string(s.layout) + ")" : "");
+             (s.layout != 0 ? " (layout " + std::to_string(s.layout) + ")"
+                            : "");
     case Kind::kPartial:
       return "partial";
   }
@@ -91,9 +92,10 @@ Resharding onOneMesh(
         unsupported(
             producer,
             consumer,
-            "axis " + std::to_string(p.axis) + " is cut into parts two ways "
-            "(a stream split above one device split and not the other); "
-            "split both alike");
+            "axis " + std::to_string(p.axis) +
+                " is cut into parts two ways "
+                "(a stream split above one device split and not the other); "
+                "split both alike");
       }
       Resharding r = collective(CommunicationType::AllToAll, pt, p.axis);
       r.out_axis = c.axis;
@@ -148,8 +150,11 @@ std::optional<ParallelType> onlyType(
       continue;
     }
     if (result.has_value()) {
-      unsupported(producer, consumer, "a move between meshes of a tensor "
-                  "sharded on more than one mesh axis");
+      unsupported(
+          producer,
+          consumer,
+          "a move between meshes of a tensor "
+          "sharded on more than one mesh axis");
     }
     result = pt;
   }
@@ -159,8 +164,7 @@ std::optional<ParallelType> onlyType(
 Resharding betweenMeshes(
     const ShardingState& producer, const ShardingState& consumer) {
   if (producer.mesh.rank() != 1 || consumer.mesh.rank() != 1) {
-    unsupported(
-        producer, consumer, "moves between meshes are 1-D meshes only");
+    unsupported(producer, consumer, "moves between meshes are 1-D meshes only");
   }
   const std::vector<int64_t>& from = producer.mesh.devices();
   const std::vector<int64_t>& to = consumer.mesh.devices();
@@ -193,15 +197,15 @@ Resharding betweenMeshes(
     }
     const DeviceSharding p = producer.of(*pt);
     r = p.kind == Kind::kPartial
-        ? collective(CommunicationType::Reduce, *pt)
-        : collective(CommunicationType::Gather, *pt, p.axis);
+            ? collective(CommunicationType::Reduce, *pt)
+            : collective(CommunicationType::Gather, *pt, p.axis);
     r.root = to[0];
     return r;
   }
   bool same = from.size() == to.size();
   for (ParallelType pt : kDeviceParallelTypes) {
     same = same && producer.of(pt) == consumer.of(pt) &&
-        producer.of(pt).kind != Kind::kPartial;
+           producer.of(pt).kind != Kind::kPartial;
   }
   if (!same) {
     unsupported(

@@ -52,10 +52,10 @@ std::vector<Claim> outputClaims(const TensorOp* op, const DeviceMesh& mesh) {
         }
         // Two device types cannot land on one axis from different
         // producers.
-        const bool taken = std::any_of(
-            claims.begin(), claims.end(), [&](const Claim& c) {
+        const bool taken =
+            std::any_of(claims.begin(), claims.end(), [&](const Claim& c) {
               return c.producer != producer &&
-                  claimedAxis(op, c, out) == mapped;
+                     claimedAxis(op, c, out) == mapped;
             });
         if (taken) {
           continue;
@@ -85,9 +85,8 @@ bool matchesClaims(
     auto claim = std::find_if(claims.begin(), claims.end(), [&](auto& cl) {
       return cl.parallel_type == pt;
     });
-    IterDomain* target = claim == claims.end()
-        ? nullptr
-        : claimedAxis(op, *claim, consumer);
+    IterDomain* target =
+        claim == claims.end() ? nullptr : claimedAxis(op, *claim, consumer);
     if (target == nullptr) {
       if (c) {
         return false;
@@ -114,13 +113,13 @@ bool conformsToClaims(
     auto claim = std::find_if(claims.begin(), claims.end(), [&](auto& cl) {
       return cl.parallel_type == pt;
     });
-    IterDomain* target = claim == claims.end()
-        ? nullptr
-        : claimedAxis(op, *claim, consumer);
+    IterDomain* target =
+        claim == claims.end() ? nullptr : claimedAxis(op, *claim, consumer);
     // Does the producer index the claimed axis?
     IterDomain* indexing = nullptr;
     if (target != nullptr) {
-      for (const AxisMapping& m : op->mapProducerToConsumer(producer, consumer)) {
+      for (const AxisMapping& m :
+           op->mapProducerToConsumer(producer, consumer)) {
         if (m.consumer == target) {
           indexing = m.producer;
         }
@@ -223,8 +222,9 @@ void applyClaims(
     return it == from_ids.end() ? nullptr : to_ids[it - from_ids.begin()];
   };
   // Claims from one producer axis are replayed together.
-  std::map<std::pair<const TensorView*, const IterDomain*>,
-           std::set<ParallelType>>
+  std::map<
+      std::pair<const TensorView*, const IterDomain*>,
+      std::set<ParallelType>>
       groups;
   for (const Claim& claim : claims) {
     if (claimedAxis(op, claim, consumer) != nullptr &&

@@ -95,8 +95,9 @@ ParallelAxis findParallelAxis(
     Expr* def = id->definition();
     auto* split = dynamic_cast<Split*>(def);
     if (split == nullptr) {
-      unsupported(def == nullptr ? "does not derive from a tensor axis"
-                                 : "comes from a merge");
+      unsupported(
+          def == nullptr ? "does not derive from a tensor axis"
+                         : "comes from a merge");
     }
     result.split = split;
     id = split->in();
@@ -105,8 +106,9 @@ ParallelAxis findParallelAxis(
     Expr* def = id->definition();
     auto* split = dynamic_cast<Split*>(def);
     if (split == nullptr) {
-      unsupported(def == nullptr ? "does not derive from a tensor axis"
-                                 : "comes from a merge");
+      unsupported(
+          def == nullptr ? "does not derive from a tensor axis"
+                         : "comes from a merge");
     }
     if (split->inner() != id) {
       unsupported("derives from the outer part of a split");
@@ -311,8 +313,7 @@ bool isResharding(const TensorOp* op, const TensorView* consumer) {
         continue;
       }
       IterDomain* mapped = mappedAxis(op, producer, consumer, p.source);
-      if (mapped == nullptr || !c || c.source != mapped ||
-          !sameLayout(p, c)) {
+      if (mapped == nullptr || !c || c.source != mapped || !sameLayout(p, c)) {
         return true;
       }
     }

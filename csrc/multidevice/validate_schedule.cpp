@@ -126,14 +126,13 @@ void validateStreamChunks(const TensorOp* op) {
       if (!p) {
         continue;
       }
-      const IterDomain* mapped =
-          mappedAxis(op, producer, consumer, p.source);
+      const IterDomain* mapped = mappedAxis(op, producer, consumer, p.source);
       const auto p_above = devicesAbove(p);
       const auto c_above = devicesAbove(c);
       bool same_devices = p_above.size() == c_above.size();
       for (size_t i = 0; same_devices && i < p_above.size(); ++i) {
         same_devices = p_above[i].first == c_above[i].first &&
-            sameExtent(p_above[i].second, c_above[i].second);
+                       sameExtent(p_above[i].second, c_above[i].second);
       }
       MDF_USER_CHECK(
           mapped == c.source && sameExtent(p.parts(), c.parts()) &&
@@ -200,8 +199,7 @@ void validateReshardings(const Fusion& fusion) {
       continue;
     }
     const bool communication =
-        (dynamic_cast<const LoadStoreOp*>(op) != nullptr ||
-         isDeviceSum(op)) &&
+        (dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op)) &&
         op->tensorInputs().size() == 1;
     MDF_CHECK(
         communication,

@@ -25,9 +25,8 @@ bool isCommunication(const TensorOp* op) {
 }
 
 bool hasPartialClaim(const std::vector<Claim>& claims) {
-  return std::any_of(claims.begin(), claims.end(), [](const Claim& c) {
-    return c.partial;
-  });
+  return std::any_of(
+      claims.begin(), claims.end(), [](const Claim& c) { return c.partial; });
 }
 
 bool hasDeviceReduction(const TensorView* tv) {
@@ -115,9 +114,9 @@ class Decomposer {
     }
     const DeviceMesh& mesh = *op->out()->deviceMesh();
     const std::vector<Claim> claims = outputClaims(op, mesh);
-    if (auto* linear = dynamic_cast<LinearOp*>(op);
-        linear != nullptr && linear->bias() != nullptr &&
-        hasPartialClaim(claims)) {
+    if (auto* linear = dynamic_cast<LinearOp*>(op); linear != nullptr &&
+                                                    linear->bias() != nullptr &&
+                                                    hasPartialClaim(claims)) {
       addBiasAfterTheSum(linear);
       return true;
     }
@@ -207,11 +206,11 @@ class Decomposer {
         IterDomain* r = from[next++];
         const ParallelType pt =
             loopAxis(out, r->parallelType()) == nullptr ||
-                loopAxis(out, r->parallelType())->isReduction()
-            ? r->parallelType()
-            : ParallelType::Serial;
-        auto* copy = fusion_->create<IterDomain>(
-            r->extent(), IterType::Reduction, pt);
+                    loopAxis(out, r->parallelType())->isReduction()
+                ? r->parallelType()
+                : ParallelType::Serial;
+        auto* copy =
+            fusion_->create<IterDomain>(r->extent(), IterType::Reduction, pt);
         logical.push_back(copy);
         reduced.push_back(copy);
       }
@@ -250,7 +249,7 @@ class Decomposer {
     const TensorView* consumer = op->out();
     // The layout asked for: per claim, which axis of `in` carries it.
     std::string key = "T" + std::to_string(in->name()) + " on " +
-        consumer->deviceMesh()->toString();
+                      consumer->deviceMesh()->toString();
     std::vector<std::pair<const Claim*, IterDomain*>> wanted;
     const std::vector<AxisMapping> map =
         op->mapProducerToConsumer(in, consumer);
@@ -260,8 +259,8 @@ class Decomposer {
         if (target != nullptr && m.consumer == target) {
           wanted.emplace_back(&claim, m.producer);
           key += " " + std::string(parallelTypeName(claim.parallel_type)) +
-              ":" + m.producer->toString() + "/" +
-              claim.axis.loop->toString();
+                 ":" + m.producer->toString() + "/" +
+                 claim.axis.loop->toString();
         }
       }
     }

@@ -17,7 +17,7 @@ namespace {
 bool isUnsplitLoopAxis(const TensorView* tv, const IterDomain* id) {
   const std::vector<IterDomain*>& loop = tv->loop();
   return std::find(loop.begin(), loop.end(), id) != loop.end() &&
-      id->parallelType() == ParallelType::Serial;
+         id->parallelType() == ParallelType::Serial;
 }
 
 // Gives `consumer` a stream split from the first producer whose stream
@@ -39,7 +39,8 @@ void applyStream(const TensorOp* op, TensorView* consumer) {
         !isUnsplitLoopAxis(consumer, target)) {
       continue;
     }
-    replayAxis(producer, stream.source, consumer, target, {ParallelType::Stream});
+    replayAxis(
+        producer, stream.source, consumer, target, {ParallelType::Stream});
     return;
   }
 }
@@ -73,7 +74,8 @@ struct Wanted {
   const TensorView* consumer = nullptr;
   ParallelAxis layout;
 };
-Wanted wantedByUses(const Fusion& fusion, const TensorView* tv, ParallelType pt) {
+Wanted wantedByUses(
+    const Fusion& fusion, const TensorView* tv, ParallelType pt) {
   Wanted wanted;
   if (tv->uses().empty()) {
     return {};

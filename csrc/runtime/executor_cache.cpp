@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "host_ir/lower.h"
-#include "ir/errors.h"
 #include "host_ir/passes/pass_manager.h"
+#include "ir/errors.h"
 #include "passes/pipeline.h"
 #include "runtime/communicator.h"
 #include "runtime/evaluator.h"
@@ -26,7 +26,8 @@ std::vector<int64_t> signatureOf(
   key.push_back(options.inplace_allreduce ? 1 : 0);
   key.push_back(options.compute_on_main_stream ? 1 : 0);
   key.push_back(
-      options.backend.has_value() ? static_cast<int64_t>(*options.backend) : -1);
+      options.backend.has_value() ? static_cast<int64_t>(*options.backend)
+                                  : -1);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
     key.push_back(static_cast<int64_t>(t.scalar_type()));

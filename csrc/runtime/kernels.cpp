@@ -74,10 +74,12 @@ at::Tensor operand(const KernelCall& call, size_t i) {
   }
   at::Tensor t = at::scalar_tensor(
       call.scalars[i],
-      at::TensorOptions().device(call.outputs.at(0).device()).dtype(
-          call.scalars[i].isFloatingPoint()
-              ? at::kDouble
-              : (call.scalars[i].isBoolean() ? at::kBool : at::kLong)));
+      at::TensorOptions()
+          .device(call.outputs.at(0).device())
+          .dtype(
+              call.scalars[i].isFloatingPoint()
+                  ? at::kDouble
+                  : (call.scalars[i].isBoolean() ? at::kBool : at::kLong)));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
   return t;
 }
@@ -234,12 +236,10 @@ void matmulKernel(KernelCall& call) {
   const size_t rank = std::max(batch_a.size(), batch_b.size());
   std::vector<int64_t> shape(rank, 1);
   for (size_t i = 0; i < rank; ++i) {
-    const int64_t x = i + batch_a.size() >= rank
-        ? batch_a[i + batch_a.size() - rank]
-        : 1;
-    const int64_t y = i + batch_b.size() >= rank
-        ? batch_b[i + batch_b.size() - rank]
-        : 1;
+    const int64_t x =
+        i + batch_a.size() >= rank ? batch_a[i + batch_a.size() - rank] : 1;
+    const int64_t y =
+        i + batch_b.size() >= rank ? batch_b[i + batch_b.size() - rank] : 1;
     shape[i] = x == 1 ? y : x;
   }
   shape.push_back(a.size(-2));
@@ -283,7 +283,8 @@ void sdpaBwdKernel(KernelCall& call) {
   at::Tensor gv;
   if (q.is_cuda()) {
     // Without dropout the philox state is not read.
-    const auto options = at::TensorOptions().dtype(at::kLong).device(q.device());
+    const auto options =
+        at::TensorOptions().dtype(at::kLong).device(q.device());
     const at::Tensor philox = at::empty({}, options);
     std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
         grad,

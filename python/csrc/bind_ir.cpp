@@ -49,11 +49,11 @@ void flatten(
   }
   MDF_TYPE_CHECK(
       py::isinstance<py::list>(item) || py::isinstance<py::tuple>(item) ||
-          py::isinstance(
-              item, py::module_::import("builtins").attr("range")),
+          py::isinstance(item, py::module_::import("builtins").attr("range")),
       "DeviceMesh: devices must be integers, got ",
       std::string(py::repr(item)));
-  const auto seq = py::reinterpret_steal<py::sequence>(PySequence_List(item.ptr()));
+  const auto seq =
+      py::reinterpret_steal<py::sequence>(PySequence_List(item.ptr()));
   const auto length = static_cast<int64_t>(seq.size());
   if (depth == shape.size()) {
     MDF_USER_CHECK(
@@ -158,8 +158,7 @@ void bindIr(py::module_& m) {
 
   py::class_<Literal, Val, std::unique_ptr<Literal, py::nodelete>>(
       m, "Literal", "A typed constant: define_scalar(value, dtype).")
-      .def(
-          "is_symbolic", [](const Literal&) { return false; })
+      .def("is_symbolic", [](const Literal&) { return false; })
       .def("dtype", &Literal::dtype)
       .def_property_readonly("value", [](const Literal& l) -> py::object {
         return std::visit(

@@ -19,14 +19,18 @@ namespace {
 
 std::string describe(const py::handle& h) {
   return std::string(py::repr(h)) + " (" +
-      std::string(py::str(py::type::handle_of(h).attr("__name__"))) + ")";
+         std::string(py::str(py::type::handle_of(h).attr("__name__"))) + ")";
 }
 
 // An operand: a value of `fusion`, or a Python number made a literal of it.
 Val* toVal(
     Fusion& fusion, const py::handle& h, std::string_view op, size_t index) {
   MDF_TYPE_CHECK(
-      !h.is_none(), op, ": operand ", index, " must be a tensor or a number, got None");
+      !h.is_none(),
+      op,
+      ": operand ",
+      index,
+      " must be a tensor or a number, got None");
   if (py::isinstance<Val>(h)) {
     Val* val = h.cast<Val*>();
     MDF_USER_CHECK(
@@ -99,8 +103,7 @@ Scalar* toExtent(Fusion& fusion, const py::handle& h, std::string_view op) {
         l->toString());
     return constant(&fusion, std::get<int64_t>(l->value()));
   }
-  MDF_TYPE_CHECK(
-      false, op, ": extents are ints or Scalars, got ", describe(h));
+  MDF_TYPE_CHECK(false, op, ": extents are ints or Scalars, got ", describe(h));
   return nullptr;
 }
 
@@ -141,7 +144,10 @@ std::vector<int64_t> toInts(const py::handle& h, std::string_view what) {
     return {h.cast<int64_t>()};
   }
   MDF_TYPE_CHECK(
-      py::isinstance<py::sequence>(h), what, " must be a list of ints, got ", describe(h));
+      py::isinstance<py::sequence>(h),
+      what,
+      " must be a list of ints, got ",
+      describe(h));
   std::vector<int64_t> result;
   for (const py::handle& x : h) {
     MDF_TYPE_CHECK(
@@ -250,7 +256,8 @@ void bindOps(py::module_& m) {
           return reduce(
               type,
               toTensor(fusion, x, name, 0),
-              dims.is_none() ? std::vector<int64_t>{} : toInts(dims, name + ": dims"),
+              dims.is_none() ? std::vector<int64_t>{}
+                             : toInts(dims, name + ": dims"),
               keepdim,
               dtype);
         },
@@ -263,10 +270,14 @@ void bindOps(py::module_& m) {
   }
   m.def(
       "_mean",
-      [](Fusion& fusion, const py::handle& x, const py::handle& dims, bool keepdim) {
+      [](Fusion& fusion,
+         const py::handle& x,
+         const py::handle& dims,
+         bool keepdim) {
         return mean(
             toTensor(fusion, x, "mean", 0),
-            dims.is_none() ? std::vector<int64_t>{} : toInts(dims, "mean: dims"),
+            dims.is_none() ? std::vector<int64_t>{}
+                           : toInts(dims, "mean: dims"),
             keepdim);
       },
       py::arg("fusion"),
@@ -283,11 +294,11 @@ void bindOps(py::module_& m) {
          bool keepdim) {
         auto [var, mean] = varMean(
             toTensor(fusion, x, "var_mean", 0),
-            dims.is_none() ? std::vector<int64_t>{} : toInts(dims, "var_mean: dims"),
+            dims.is_none() ? std::vector<int64_t>{}
+                           : toInts(dims, "var_mean: dims"),
             correction,
             keepdim);
-        return py::make_tuple(
-            py::cast(var, kRef), py::cast(mean, kRef));
+        return py::make_tuple(py::cast(var, kRef), py::cast(mean, kRef));
       },
       py::arg("fusion"),
       py::arg("x"),

@@ -57,7 +57,8 @@ void bindRuntime(py::module_& m) {
   m.def("_ignored_enable_options", &ExecuteOptions::ignoredEnableOptions);
   m.def("_ignored_disable_options", &ExecuteOptions::ignoredDisableOptions);
 
-  auto mesh = py::reinterpret_borrow<py::class_<DeviceMesh>>(m.attr("DeviceMesh"));
+  auto mesh =
+      py::reinterpret_borrow<py::class_<DeviceMesh>>(m.attr("DeviceMesh"));
   mesh.def(
       "shard_tensor",
       [](const DeviceMesh& self,

@@ -175,7 +175,7 @@ class FusionDefinition:
         contiguity: Contiguity = None,
         dtype: DataType = DataType.Float,
         is_cpu: bool = False,
-        stride_order: Optional[Sequence[int]] = None,
+        stride_order: Sequence[int] | None = None,
     ) -> TensorView:
         """A new input with global ``shape``.
 
@@ -212,7 +212,7 @@ class FusionDefinition:
         shape = [s if static_sizes or s == 1 else -1 for s in tensor.shape]
         return self.define_tensor(shape, dtype=torch_dtype_to_nvfuser_dtype(tensor.dtype))
 
-    def define_scalar(self, value: Any = None, dtype: Optional[DataType] = None) -> Val:
+    def define_scalar(self, value: Any = None, dtype: DataType | None = None) -> Val:
         """A constant operand: ``define_scalar(0.5)``, ``define_scalar(2, DataType.Int)``.
 
         Its dtype defaults to Double for floats, Int for ints and Bool for
@@ -243,7 +243,7 @@ class FusionDefinition:
         inputs: Sequence[torch.Tensor],
         *,
         device: Any = None,
-        backend: Optional[CommunicatorBackend] = None,
+        backend: CommunicatorBackend | None = None,
         _enable_options: Sequence[str] = (),
         _disable_options: Sequence[str] = (),
     ) -> list[torch.Tensor]:

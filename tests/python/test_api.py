@@ -191,9 +191,7 @@ def test_sharded_axis_must_divide_evenly():
             tv.set_device_mesh(mesh)
             tv.outer_split(1, 4)
             tv.axis(1).parallelize(ParallelType.mesh_x)
-    with pytest.raises(
-        ValueError, match="has extent 6, which is not divisible into 4 equal parts"
-    ):
+    with pytest.raises(ValueError, match="has extent 6, which is not divisible into 4 equal parts"):
         fd.execute([torch.zeros(2, 2), torch.zeros(3, 2)])
 
 

@@ -78,8 +78,8 @@ enum class OpFamily { kPointwise, kReduction, kOther };
 // promotion (so that a Bool tensor plus an int literal is an Int add).
 enum class OperandTypes {
   kAny,
-  kNotBool,       // neg, sub, abs, relu: torch refuses Bool
-  kFloatingOnly,  // silu, gelu: torch has no integer kernel
+  kNotBool,      // neg, sub, abs, relu: torch refuses Bool
+  kFloatingOnly, // silu, gelu: torch has no integer kernel
 };
 
 struct OpInfo {

@@ -96,7 +96,9 @@ std::vector<ReshapeOp::Group> group(
     for (size_t j = 0; j < out.size(); ++j) {
       if (static_cast<int64_t>(j) != inferred) {
         MDF_USER_CHECK(
-            out[j]->isConst(), what, ": cannot infer -1 next to symbolic ",
+            out[j]->isConst(),
+            what,
+            ": cannot infer -1 next to symbolic ",
             out[j]->toString());
         rest *= out[j]->value();
       }
@@ -128,12 +130,10 @@ std::vector<ReshapeOp::Group> group(
       continue;
     }
     MDF_USER_CHECK(
-        i < in.size() && j < out.size(),
-        what,
-        ": the element counts differ");
+        i < in.size() && j < out.size(), what, ": the element counts differ");
     if (!in[i]->isConst() || !out[j]->isConst()) {
-      const bool same = in[i] == out[j] ||
-          (static_cast<int64_t>(j) == inferred);
+      const bool same =
+          in[i] == out[j] || (static_cast<int64_t>(j) == inferred);
       MDF_USER_CHECK(
           same,
           what,
@@ -171,8 +171,10 @@ std::vector<ReshapeOp::Group> group(
     }
     groups.push_back({int64_t(i0), int64_t(i), int64_t(j0), int64_t(j)});
   }
-  MDF_USER_CHECK(inferred < 0 || !isConstant(out[inferred], -1), what,
-                 ": cannot infer -1");
+  MDF_USER_CHECK(
+      inferred < 0 || !isConstant(out[inferred], -1),
+      what,
+      ": cannot infer -1");
   return groups;
 }
 
@@ -187,8 +189,8 @@ TensorView* reshape(TensorView* in, const std::vector<Scalar*>& shape) {
     in_extents.push_back(id->extent());
   }
   std::vector<Scalar*> out_extents = shape;
-  const std::string what = "reshape of " + in->toString() + " to " +
-      shapeString(shape);
+  const std::string what =
+      "reshape of " + in->toString() + " to " + shapeString(shape);
   for (IterDomain* id : ids) {
     MDF_USER_CHECK(
         !id->isExpanded(),

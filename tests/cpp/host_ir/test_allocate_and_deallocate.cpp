@@ -9,9 +9,9 @@
 #include "common/program_builder.h"
 #include "common/row_parallel.h"
 #include "common/transformer_mlp.h"
-#include "host_ir/passes/pass_manager.h"
 #include "host_ir/lower.h"
 #include "host_ir/passes/allocate_and_deallocate.h"
+#include "host_ir/passes/pass_manager.h"
 #include "host_ir/verifier.h"
 #include "ir/scalar_eval.h"
 #include "passes/pipeline.h"
@@ -114,10 +114,7 @@ TEST(AllocateAndDeallocate, BufferOutlivesItsCommunicationUntilTheWait) {
   b.output(t3);
   auto hic = b.build();
   auto* comm = hic->create<Communication>(
-      test::allreduce({0, 1}),
-      t1,
-      t2,
-      CommunicatorBackend::kGloo);
+      test::allreduce({0, 1}), t1, t2, CommunicatorBackend::kGloo);
   hic->topLevel().pushBack(copy(*hic, t1, t0));
   hic->topLevel().pushBack(comm);
   hic->topLevel().pushBack(copy(*hic, t3, t0));

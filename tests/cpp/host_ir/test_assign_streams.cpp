@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "common/expect_error.h"
-#include "common/program_builder.h"
 #include "common/host_ir_outline.h"
+#include "common/program_builder.h"
 #include "host_ir/passes/assign_streams.h"
 #include "host_ir/verifier.h"
 
@@ -126,10 +126,7 @@ FOR i3 serial
 TEST_F(AssignStreamsTest, CommunicationPerStreamKeepsComputeOnTheMainStream) {
   ForLoop* l = loop(ParallelType::Stream);
   auto* comm = hic_->create<Communication>(
-      test::allreduce({0, 1}),
-      out_,
-      out_,
-      CommunicatorBackend::kNccl);
+      test::allreduce({0, 1}), out_, out_, CommunicatorBackend::kNccl);
   l->body().pushBack(work());
   l->body().pushBack(comm);
   l->body().pushBack(hic_->create<Wait>(comm));

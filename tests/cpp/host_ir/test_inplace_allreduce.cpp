@@ -58,10 +58,7 @@ Wait 0
 // Posts Allreduce(in -> out) and its Wait at the end of the program.
 void allreduce(HostIrContainer& hic, TensorView* in, TensorView* out) {
   auto* comm = hic.create<Communication>(
-      test::allreduce({0, 1}),
-      in,
-      out,
-      CommunicatorBackend::kGloo);
+      test::allreduce({0, 1}), in, out, CommunicatorBackend::kGloo);
   hic.topLevel().pushBack(comm);
   hic.topLevel().pushBack(hic.create<Wait>(comm));
 }

@@ -36,10 +36,7 @@ class VerifierTest : public ::testing::Test {
   }
   Communication* allreduce(TensorView* in, TensorView* out) {
     return hic_->create<Communication>(
-      test::allreduce({0, 1}),
-        in,
-        out,
-        CommunicatorBackend::kNccl);
+        test::allreduce({0, 1}), in, out, CommunicatorBackend::kNccl);
   }
 
   TensorView* in_;

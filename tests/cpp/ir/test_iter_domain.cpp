@@ -155,9 +155,7 @@ TEST(TransformsBetween, FollowsMerges) {
   ASSERT_EQ(transforms.size(), 2u);
   EXPECT_EQ(transforms[0]->opName(), "Merge");
   EXPECT_EQ(asSplit(transforms[1])->in(), ab);
-  EXPECT_EQ(
-      transforms[0]->toString(),
-      "Merge: iS0{4} and iS1{6} -> iS2{24}");
+  EXPECT_EQ(transforms[0]->toString(), "Merge: iS0{4} and iS1{6} -> iS2{24}");
 }
 
 } // namespace

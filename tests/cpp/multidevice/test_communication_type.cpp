@@ -99,8 +99,7 @@ TEST(ChooseResharding, OnlyOneDeviceParallelTypeMayChange) {
   const ShardingState from{mesh, {{kX, sharded(1)}, {kY, sharded(0)}}};
   const ShardingState to{mesh, {}};
   EXPECT_VALUE_ERROR(
-      chooseResharding(from, to),
-      "more than one device parallel type changes");
+      chooseResharding(from, to), "more than one device parallel type changes");
   // The other axis keeps its sharding: a collective along mesh_y only.
   const ShardingState keep_x{mesh, {{kX, sharded(1)}}};
   EXPECT_EQ(
@@ -119,24 +118,33 @@ TEST(ChooseResharding, EveryMoveBetweenMeshes) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {state(one, replicated()), state(other, replicated()),
+      {state(one, replicated()),
+       state(other, replicated()),
        "SendRecv on mesh_x root 0"},
-      {state(one, replicated()), state(three, replicated()),
+      {state(one, replicated()),
+       state(three, replicated()),
        "Broadcast on mesh_x root 0"},
-      {state(one, replicated()), state(three, sharded(1)),
+      {state(one, replicated()),
+       state(three, sharded(1)),
        "Scatter on mesh_x axis 1 root 0"},
-      {state(two, sharded(0)), state(other, replicated()),
+      {state(two, sharded(0)),
+       state(other, replicated()),
        "Gather on mesh_x axis 0 root 1"},
-      {state(three, sharded(1)), state(one, replicated()),
+      {state(three, sharded(1)),
+       state(one, replicated()),
        "Gather on mesh_x axis 1 root 0"},
-      {state(two, partial()), state(DeviceMesh({3}), replicated()),
+      {state(two, partial()),
+       state(DeviceMesh({3}), replicated()),
        "Reduce on mesh_x root 3"},
-      {state(two, replicated()), state(DeviceMesh({3}), replicated()),
+      {state(two, replicated()),
+       state(DeviceMesh({3}), replicated()),
        "SendRecv on mesh_x root 0"},
       {state(two, replicated()), state(other, replicated()), "local"},
-      {state(two, sharded(0)), state(shifted, sharded(0)),
+      {state(two, sharded(0)),
+       state(shifted, sharded(0)),
        "SendRecv on mesh_x"},
-      {state(two, replicated()), state(shifted, replicated()),
+      {state(two, replicated()),
+       state(shifted, replicated()),
        "SendRecv on mesh_x"},
   };
   for (const Case& c : cases) {
@@ -204,8 +212,8 @@ const TensorOp* deviceSum(Fusion& fusion, bool shard_result) {
       IterType::Reduction,
       shard_result ? ParallelType::Serial : kX);
   auto* kept = fusion.create<IterDomain>(constant(&fusion, 8));
-  auto* out =
-      fusion.create<TensorView>(std::vector<IterDomain*>{reduced, kept}, DataType::Float);
+  auto* out = fusion.create<TensorView>(
+      std::vector<IterDomain*>{reduced, kept}, DataType::Float);
   out->setDeviceMesh(kMesh);
   if (shard_result) {
     out->outerSplit(1, 2);

@@ -119,7 +119,11 @@ TEST(ReplayAxis, CopiesAChainWithTheTakenParallelTypes) {
 
   TensorView* both = fusion.defineTensor({12}, {}, DataType::Float);
   replayAxis(
-      from, from->logical()[0], both, both->axis(0), {ParallelType::Stream, kX});
+      from,
+      from->logical()[0],
+      both,
+      both->axis(0),
+      {ParallelType::Stream, kX});
   EXPECT_EQ(loopString(both), "istreamIdx6{2} ideviceIdx.x8{2} iS9{3}");
 
   // Without the stream: the split above the device one stays, serial, so
@@ -131,7 +135,11 @@ TEST(ReplayAxis, CopiesAChainWithTheTakenParallelTypes) {
   // Only the stream: nothing below it is replayed.
   TensorView* stream = fusion.defineTensor({12}, {}, DataType::Float);
   replayAxis(
-      from, from->logical()[0], stream, stream->axis(0), {ParallelType::Stream});
+      from,
+      from->logical()[0],
+      stream,
+      stream->axis(0),
+      {ParallelType::Stream});
   EXPECT_EQ(loopString(stream), "istreamIdx16{2} iS17{6}");
 }
 

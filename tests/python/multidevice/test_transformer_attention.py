@@ -45,7 +45,9 @@ def test_forward(multidevice_test, mode, streams):
     a = sizes(d)
     full = weights(a, seed=3)
     block = attention_forward(a, d, mode, streams, DataType.Float)
-    outputs = block.fd.execute([multidevice_test.shard(full[k], tv) for k, tv in block.inputs.items()])
+    outputs = block.fd.execute(
+        [multidevice_test.shard(full[k], tv) for k, tv in block.inputs.items()]
+    )
     y, qkv, o, lse = attention_reference(*(full[k].double() for k in block.inputs), a)
     check(block, outputs, dict(y=y, qkv=qkv, o=o, lse=lse))
     # Heads are split across the devices: each holds heads / d of them.
