@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include <c10/core/GradMode.h>
+
 #include "host_ir/lower.h"
 #include "host_ir/passes/pass_manager.h"
 #include "ir/errors.h"
@@ -117,6 +119,9 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     const DumpOptions& dump,
     const ExecuteOptions& options) {
   checkInputs(definition_, inputs);
+  // mdfuser computes values, not gradients: inputs that require grad (an
+  // nn.Parameter) are read as plain tensors, and outputs require none.
+  c10::AutoGradMode no_autograd(false);
   Program& program = programFor(inputs, communicator, dump, options);
   last_ = &program;
   // The compiled fusion's inputs carry the propagated shardings.

@@ -102,7 +102,9 @@ def test_backends_and_the_multidevice_executor():
     assert torch.equal(with_gloo, expected)
     with pytest.raises(ValueError, match="CPU tensors, which only the Gloo backend carries"):
         fd.execute(inputs, backend=CommunicatorBackend.nccl)
-    with pytest.raises(ValueError, match="CUDA .copy-engine. communication backend is not available"):
+    with pytest.raises(
+        ValueError, match="CUDA .copy-engine. communication backend is not available"
+    ):
         fd.execute(inputs, backend=CommunicatorBackend.cuda)
     with pytest.raises(TypeError, match="backend must be an mdfuser.CommunicatorBackend"):
         fd.execute(inputs, backend="nccl")
@@ -160,7 +162,7 @@ def test_python_profiler_records_each_host_ir_statement():
     assert {kp.scheduler for kp in prof.profile.kernel_profiles} == {"host_ir"}
     assert prof.profile.host_time_ms > 0
     with pytest.raises(RuntimeError, match="nothing was profiled"):
-        PythonProfiler().profile
+        _ = PythonProfiler().profile
 
 
 def test_top_level_names():

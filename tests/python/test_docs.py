@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mdfuser import FusionDefinition, _C
+from mdfuser import _C, FusionDefinition
 
 DOC = Path(__file__).resolve().parents[2] / "doc"
 

@@ -28,6 +28,27 @@ class MultideviceTest:
         """This rank's shard of a global tensor, on this rank's device."""
         return shard_tensor(tensor, tv).to(self.device)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the block tests run in: float32 on the CPU, bfloat16 on
+        GPUs."""
+        return torch.bfloat16 if self.device.type == "cuda" else torch.float32
+
+    @property
+    def mdfuser_dtype(self):
+        from mdfuser import DataType
+
+        return DataType.BFloat16 if self.device.type == "cuda" else DataType.Float
+
+    def assert_close(self, actual: torch.Tensor, expected: torch.Tensor, msg: str = "") -> None:
+        """torch's tolerances for the dtype; bfloat16 with an absolute
+        tolerance of 1e-2 as torch's own matmul tests use, since partial sums
+        are rounded before they are summed across devices."""
+        kwargs = dict(rtol=1.6e-2, atol=1e-2) if actual.dtype == torch.bfloat16 else {}
+        torch.testing.assert_close(
+            actual.cpu(), expected.cpu(), **kwargs, msg=lambda m: f"{msg}: {m}"
+        )
+
     def require(self, devices: int) -> None:
         if self.size < devices:
             pytest.skip(f"needs {devices} processes, the world has {self.size}")

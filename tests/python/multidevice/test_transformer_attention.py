@@ -9,10 +9,7 @@ import pytest
 import torch
 from transformer_blocks import Attention, attention_backward, attention_forward, attention_reference
 
-from mdfuser import DataType
 from mdfuser.multidevice import shard_tensor
-
-TOLERANCES = dict(rtol=1e-4, atol=1e-4)
 
 
 def sizes(d: int) -> Attention:
@@ -30,12 +27,16 @@ def weights(a: Attention, seed: int) -> dict[str, torch.Tensor]:
     )
 
 
-def check(block, outputs: list[torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+def check(test, block, outputs: list[torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
     compiled = block.fd.output_tensors()
     for i, name in enumerate(block.outputs):
-        want = shard_tensor(expected[name].float(), compiled[i])
-        assert outputs[i].dtype == torch.float32, name
-        torch.testing.assert_close(outputs[i].cpu(), want, **TOLERANCES, msg=name)
+        want = shard_tensor(expected[name].detach().cpu(), compiled[i])
+        assert outputs[i].dtype == want.dtype, name
+        test.assert_close(outputs[i], want, msg=name)
+
+
+def on(test, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.to(test.device, test.dtype) for k, v in tensors.items()}
 
 
 @pytest.mark.parametrize("streams", [1, 2])
@@ -43,13 +44,12 @@ def check(block, outputs: list[torch.Tensor], expected: dict[str, torch.Tensor])
 def test_forward(multidevice_test, mode, streams):
     d = multidevice_test.size
     a = sizes(d)
-    full = weights(a, seed=3)
-    block = attention_forward(a, d, mode, streams, DataType.Float)
-    outputs = block.fd.execute(
-        [multidevice_test.shard(full[k], tv) for k, tv in block.inputs.items()]
-    )
-    y, qkv, o, lse = attention_reference(*(full[k].double() for k in block.inputs), a)
-    check(block, outputs, dict(y=y, qkv=qkv, o=o, lse=lse))
+    test = multidevice_test
+    full = on(test, weights(a, seed=3))
+    block = attention_forward(a, d, mode, streams, test.mdfuser_dtype)
+    outputs = block.fd.execute([test.shard(full[k].cpu(), tv) for k, tv in block.inputs.items()])
+    y, qkv, o, lse = attention_reference(*(full[k] for k in block.inputs), a)
+    check(test, block, outputs, dict(y=y, qkv=qkv, o=o, lse=lse))
     # Heads are split across the devices: each holds heads / d of them.
     assert outputs[2].shape[1] == a.heads // d
     if streams > 1:
@@ -62,25 +62,30 @@ def test_forward(multidevice_test, mode, streams):
 def test_backward(multidevice_test, mode):
     d = multidevice_test.size
     a = sizes(d)
+    test = multidevice_test
     full = weights(a, seed=5)
-    leaves = {k: v.double().requires_grad_() for k, v in full.items()}
+    leaves = {k: v.clone().requires_grad_() for k, v in on(test, full).items()}
     y, qkv, o, lse = attention_reference(*leaves.values(), a)
     grad_y = torch.randn(a.seq, a.batch, a.e, generator=torch.Generator().manual_seed(6))
-    y.backward(grad_y.double())
+    y.backward(grad_y.to(test.device, test.dtype))
     saved = dict(
         x=full["x"],
         w_qkv=full["w_qkv"],
         w_o=full["w_o"],
-        qkv=qkv.detach().float(),
-        o=o.detach().float(),
-        lse=lse.detach().float(),
+        qkv=qkv.detach().cpu(),
+        o=o.detach().cpu(),
+        lse=lse.detach().cpu(),
         grad_y=grad_y,
     )
-    block = attention_backward(a, d, mode, DataType.Float)
+    block = attention_backward(a, d, mode, test.mdfuser_dtype)
     outputs = block.fd.execute(
-        [multidevice_test.shard(saved[k], tv) for k, tv in block.inputs.items()]
+        [
+            test.shard(v if k == "lse" else v.to(test.dtype), block.inputs[k])
+            for k, v in saved.items()
+        ]
     )
     check(
+        test,
         block,
         outputs,
         dict(

@@ -9,7 +9,6 @@ import pytest
 import torch
 from transformer_blocks import Attention, layer_forward, layer_reference
 
-from mdfuser import DataType
 from mdfuser.multidevice import shard_tensor
 
 
@@ -42,12 +41,14 @@ def layer_inputs(a: Attention, seed: int) -> dict[str, torch.Tensor]:
 def test_forward(multidevice_test, mode, streams):
     d = multidevice_test.size
     a = Attention(seq=4 * d, batch=2, e=8 * d, heads=2 * d)
-    full = layer_inputs(a, seed=13)
-    block = layer_forward(a, d, mode, streams, dtype=DataType.Float)
-    (y,) = block.fd.execute([multidevice_test.shard(full[k], tv) for k, tv in block.inputs.items()])
-    want = shard_tensor(layer_reference(full, a).float(), block.fd.output_tensors()[0])
-    assert y.dtype == torch.float32
-    torch.testing.assert_close(y.cpu(), want, rtol=1e-4, atol=1e-4)
+    test = multidevice_test
+    full = {k: v.to(test.dtype) for k, v in layer_inputs(a, seed=13).items()}
+    block = layer_forward(a, d, mode, streams, dtype=test.mdfuser_dtype)
+    (y,) = block.fd.execute([test.shard(full[k], tv) for k, tv in block.inputs.items()])
+    expected = layer_reference({k: v.to(test.device) for k, v in full.items()}, a)
+    want = shard_tensor(expected.cpu(), block.fd.output_tensors()[0])
+    assert y.dtype == test.dtype
+    test.assert_close(y, want)
     host_ir = block.fd.last_host_ir()
     if d > 1 and mode == "sp":
         # Gathered in front of each column-parallel linear, reduce-scattered

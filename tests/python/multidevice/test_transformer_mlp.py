@@ -12,18 +12,9 @@ import pytest
 import torch
 from transformer_blocks import mlp_backward, mlp_forward, mlp_reference
 
-from mdfuser import DataType
 from mdfuser.multidevice import shard_tensor
 
 H = 16
-
-
-def tolerances(dtype: torch.dtype) -> dict:
-    # torch's own test tolerances for the dtype, loosened for sums of 4h
-    # products taken in another order.
-    return {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}[
-        dtype
-    ]
 
 
 def inputs(t: int, seed: int) -> dict[str, torch.Tensor]:
@@ -38,19 +29,19 @@ def inputs(t: int, seed: int) -> dict[str, torch.Tensor]:
     )
 
 
-def run(test, block, full: dict[str, torch.Tensor], dtype: torch.dtype) -> list[torch.Tensor]:
-    args = [test.shard(full[name].to(dtype), tv) for name, tv in block.inputs.items()]
+def run(test, block, full: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    args = [test.shard(full[name].to(test.dtype), tv) for name, tv in block.inputs.items()]
     return block.fd.execute(args)
 
 
-def expect(test, block, name: str, got: torch.Tensor, want: torch.Tensor, dtype) -> None:
+def expect(test, block, name: str, got: torch.Tensor, want: torch.Tensor) -> None:
     # The output as mdfuser sharded it (the definition may leave it to
     # propagation).
     index = list(block.outputs).index(name)
-    shard = shard_tensor(want.to(dtype), block.fd.output_tensors()[index])
+    shard = shard_tensor(want.detach().cpu(), block.fd.output_tensors()[index])
     assert got.shape == shard.shape, name
-    assert got.dtype == dtype, name
-    torch.testing.assert_close(got.cpu(), shard, **tolerances(dtype), msg=name)
+    assert got.dtype == test.dtype, name
+    test.assert_close(got, shard, msg=name)
 
 
 @pytest.mark.parametrize("streams", [1, 2])
@@ -59,10 +50,11 @@ def test_forward(multidevice_test, mode, streams):
     d = multidevice_test.size
     t = 4 * d * streams
     full = inputs(t, seed=7)
-    block = mlp_forward(H, d, mode, streams, DataType.Float)
-    (y,) = run(multidevice_test, block, full, torch.float32)
-    want, _ = mlp_reference(full["x"], full["w1"], full["b1"], full["w2"], full["b2"])
-    expect(multidevice_test, block, "y", y, want, torch.float32)
+    block = mlp_forward(H, d, mode, streams, multidevice_test.mdfuser_dtype)
+    (y,) = run(multidevice_test, block, full)
+    on = {k: v.to(multidevice_test.device, multidevice_test.dtype) for k, v in full.items()}
+    want, _ = mlp_reference(on["x"], on["w1"], on["b1"], on["w2"], on["b2"])
+    expect(multidevice_test, block, "y", y, want)
 
 
 @pytest.mark.parametrize("streams", [1, 2])
@@ -71,19 +63,16 @@ def test_backward(multidevice_test, mode, streams):
     d = multidevice_test.size
     t = 4 * d * streams
     full = inputs(t, seed=11)
-    leaves = {k: full[k].double().requires_grad_() for k in ("x", "w1", "b1", "w2", "b2")}
+    test = multidevice_test
+    leaves = {
+        k: full[k].to(test.device, test.dtype).clone().requires_grad_()
+        for k in ("x", "w1", "b1", "w2", "b2")
+    }
     y, pre = mlp_reference(**leaves)
-    y.backward(full["grad_y"].double())
-    full["pre"] = pre.detach()
+    y.backward(full["grad_y"].to(test.device, test.dtype))
+    full["pre"] = pre.detach().cpu()
 
-    block = mlp_backward(H, d, mode, streams, DataType.Float)
-    got = dict(zip(block.outputs, run(multidevice_test, block, full, torch.float32)))
-    for name, leaf in (("x", "x"), ("w1", "w1"), ("b1", "b1"), ("w2", "w2"), ("b2", "b2")):
-        expect(
-            multidevice_test,
-            block,
-            f"grad_{name}",
-            got[f"grad_{name}"],
-            leaves[leaf].grad,
-            torch.float32,
-        )
+    block = mlp_backward(H, d, mode, streams, test.mdfuser_dtype)
+    got = dict(zip(block.outputs, run(test, block, full)))
+    for name in ("x", "w1", "b1", "w2", "b2"):
+        expect(test, block, f"grad_{name}", got[f"grad_{name}"], leaves[name].grad)
