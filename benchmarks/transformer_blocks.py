@@ -228,38 +228,65 @@ def attention_partial(x: torch.Tensor, w: dict, heads: int) -> torch.Tensor:
     return F.linear(o.permute(2, 0, 1, 3).reshape(seq, batch, heads * size), w["w_o"])
 
 
-def reference(case: Case, w: dict, d: int) -> Callable:
+def reference(case: Case, w: dict, d: int, communicate: bool = True) -> Callable:
     """fn(x, out): the block on this rank's input x (replicated for TP, its
     rows for SP), writing this rank's output into out (may be a strided
-    chunk of a larger output)."""
+    chunk of a larger output). Without `communicate` (compute_only), SP's
+    gathers become local copies of the same size and its reduce-scatters
+    keep this rank's rows of the partial sums; TP's allreduces are left out."""
     sp = case.mode == "sp"
+
+    def gather_rows(x: torch.Tensor) -> torch.Tensor:
+        return gather(x, d) if communicate else torch.cat([x] * d)
 
     def reduce(partial: torch.Tensor) -> torch.Tensor:
         if sp:
-            return scatter(partial, d)
-        dist.all_reduce(partial)
+            return scatter(partial, d) if communicate else partial[: partial.size(0) // d]
+        if communicate:
+            dist.all_reduce(partial)
         return partial
 
     heads = 0 if case.attention is None else case.attention.heads // d
     e = case.h
 
     def mlp(x, out):
-        partial = mlp_partial(gather(x, d) if sp else x, w)
+        partial = mlp_partial(gather_rows(x) if sp else x, w)
         torch.add(reduce(partial), w["b2"], out=out)
 
     def attention(x, out):
-        partial = attention_partial(gather(x, d) if sp else x, w, heads)
+        partial = attention_partial(gather_rows(x) if sp else x, w, heads)
         torch.add(reduce(partial), w["b_o"], out=out)
 
     def layer(x, out):
         ln0 = F.layer_norm(x, (e,), w["ln0_w"], w["ln0_b"])
-        attn = reduce(attention_partial(gather(ln0, d) if sp else ln0, w, heads))
+        attn = reduce(attention_partial(gather_rows(ln0) if sp else ln0, w, heads))
         h = attn.add_(w["b_o"]).add_(x)
         ln1 = F.layer_norm(h, (e,), w["ln1_w"], w["ln1_b"])
-        y = reduce(mlp_partial(gather(ln1, d) if sp else ln1, w))
+        y = reduce(mlp_partial(gather_rows(ln1) if sp else ln1, w))
         torch.add(y.add_(w["b2"]), h, out=out)
 
     return {"mlp": mlp, "attention": attention, "layer": layer}[case.block]
+
+
+def communication_only(case: Case, x: torch.Tensor, d: int) -> Callable:
+    """The block's collectives alone (comm_only), on buffers of their sizes:
+    per row-parallel linear (one in the MLP and the attention block, two in
+    the layer) an allreduce of the output for TP; an allgather of x and a
+    reduce-scatter back to x's shape for SP."""
+    count = 2 if case.block == "layer" else 1
+    sp = case.mode == "sp"
+    full = x.new_empty(d * x.size(0), *x.shape[1:]) if sp else x.clone()
+    out = torch.empty_like(x)
+
+    def run() -> None:
+        for _ in range(count):
+            if sp:
+                dist.all_gather_into_tensor(full, x)
+                dist.reduce_scatter_tensor(out, full)
+            else:
+                dist.all_reduce(full)  # sums grow; NCCL's speed does not care
+
+    return run
 
 
 def chunk_axis(case: Case) -> int:
@@ -278,21 +305,24 @@ def torch_no_overlap(fn: Callable, x: torch.Tensor) -> Callable:
 
 def torch_streams(fn: Callable, x: torch.Tensor, axis: int, s: int, streams) -> Callable:
     """Chunk i of x (along axis) on worker stream i: its collectives and
-    compute; the main stream waits for all of them."""
+    compute; the main stream waits for all of them. A chunk of the batch is
+    strided; it is copied to a contiguous tensor first, since ATen's linear
+    on a strided 3-D input falls back to one small GEMM per sequence position
+    (40 times slower here)."""
 
     def run() -> torch.Tensor:
         out = torch.empty_like(x)
         chunks = zip(x.tensor_split(s, axis), out.tensor_split(s, axis))
         if not streams:  # CPU: no streams, chunks run one after another
             for x_chunk, out_chunk in chunks:
-                fn(x_chunk, out_chunk)
+                fn(x_chunk.contiguous(), out_chunk)
             return out
         main = torch.cuda.current_stream()
         for stream, (x_chunk, out_chunk) in zip(streams, chunks):
             stream.wait_stream(main)
             with torch.cuda.stream(stream):
                 # Collectives only enqueue: the worker stream, not the host, waits.
-                fn(x_chunk, out_chunk)
+                fn(x_chunk.contiguous(), out_chunk)
         for stream in streams[:s]:
             main.wait_stream(stream)
         return out
@@ -361,7 +391,7 @@ class Run:
     def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
         a = case.attention
         median = statistics.median(times) if times else None
-        flops = case.flops(self.d) if variant != "host_overhead" else None
+        flops = None if variant in ("host_overhead", "comm_only") else case.flops(self.d)
         result = Result(
             benchmark=f"transformer_{case.block}",
             mode=case.mode,
@@ -416,6 +446,7 @@ class Run:
         del want
 
         variants = [("torch_no_overlap", 1, torch_no_overlap(fn, x_ref), None)]
+        profiled = {}  # s -> (block, inputs) for --profile
         for s in args.chunks:
             block, error = self.attempt(
                 f"{name} mdfuser s={s} definition", lambda s=s: case.define(d, s, self.md_dtype)
@@ -433,6 +464,7 @@ class Run:
                     expected = shard_tensor(global_ref, block.fd.output_tensors()[0])
                     run = lambda b=block, i=inputs: b.fd.execute(i)  # noqa: E731
                     variants.append(("mdfuser", s, run, (outputs[0], expected)))
+                    profiled[s] = block, inputs
             # SP's MLP rows follow mdfuser's layout for s chunks; attention
             # and layer split the batch, which SP leaves whole.
             x = local_tokens(full["x"], d, rank, s) if sp and case.block == "mlp" else x_ref
@@ -454,6 +486,9 @@ class Run:
             errors[(variant, s)] = err
         timed = [(variant, s, run) for variant, s, run, _ in variants]
         del full, global_ref, variants  # the checked outputs
+        # The parts alone, unchecked (compute_only's SP output is not the block's).
+        timed.append(("compute_only", 1, torch_no_overlap(reference(case, w, d, False), x_ref)))
+        timed.append(("comm_only", 1, communication_only(case, x_ref, d)))
 
         rows = []
         for variant, s, run in timed:
@@ -469,6 +504,30 @@ class Run:
         add_ratios(rows)
         if rank == 0:
             print_results(rows, "CUDA events" if self.cuda else "time.perf_counter (CPU, Gloo)")
+        if args.profile:
+            self.profile(case, profiled, torch_no_overlap(fn, x_ref))
+
+    def profile(self, case: Case, profiled: dict, reference_run: Callable) -> None:
+        """--profile: where one mdfuser run per s spends its time, per kind
+        of host-IR statement, and the CUDA kernels of torch_no_overlap."""
+        for s, (block, inputs) in profiled.items():
+            self.timer.sync()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*Profiler clears events")
+                with PythonProfiler() as prof:
+                    block.fd.execute(inputs)
+                    self.timer.sync()
+            if self.rank == 0:
+                print_statements(f"{case.block} {case.mode} mdfuser s={s}", prof.profile)
+        if not self.cuda:
+            return
+        self.timer.sync()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            reference_run()
+            self.timer.sync()
+        if self.rank == 0:
+            print(f"\n{case.block} {case.mode} torch_no_overlap: CUDA kernels, rank 0")
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
 
     def host_overhead(self, case: Case, s: int) -> None:
         """execute()'s host time per host-IR statement on a tiny shape: each
@@ -490,6 +549,8 @@ class Run:
                 with PythonProfiler() as prof:
                     block.fd.execute(inputs)
             ops = len(prof.profile.kernel_profiles)
+            if self.args.profile and self.rank == 0:
+                print_statements(f"{case.block} {case.mode} host overhead s={s}", prof.profile)
             wall, cpu = [], []
             for _ in range(self.args.host_iters):
                 self.timer.sync()
@@ -555,6 +616,24 @@ def print_results(rows: list[Result], timing: str) -> None:
     print_table(title, COLUMNS, WIDTHS, table)
 
 
+def print_statements(title: str, profile) -> None:
+    """A PythonProfiler profile summed per kind of host-IR statement."""
+    kinds: dict[str, list[float]] = {}
+    for kp in profile.kernel_profiles:
+        count_host_device = kinds.setdefault(kp.name, [0, 0.0, 0.0])
+        count_host_device[0] += 1
+        count_host_device[1] += kp.host_time_ms
+        count_host_device[2] += kp.time_ms
+    rows = [
+        [name, str(int(c)), f"{host * 1e3:.1f}", f"{host * 1e3 / c:.2f}", f"{device:.3f}"]
+        for name, (c, host, device) in sorted(kinds.items(), key=lambda kv: -kv[1][2] - kv[1][1])
+    ]
+    columns = ["statement", "count", "host_us", "host_us/each", "device_ms"]
+    print_table(
+        f"{title}: per host-IR statement kind (profiled)", columns, [18, 6, 10, 13, 10], rows
+    )
+
+
 def print_host_overhead(rows: list[Result]) -> None:
     table = []
     for r in rows:
@@ -596,6 +675,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--host-chunks", type=int, default=4, help="s of the host overhead runs")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where mdfuser's runs and torch_no_overlap spend their time",
+    )
     p.add_argument(
         "--device",
         choices=("cuda", "cpu"),

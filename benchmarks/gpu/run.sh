@@ -187,7 +187,8 @@ if [ "$BLOCKS" -eq 1 ]; then
       i=$((i + 1))
       step "blocks_${block}_d$n" 300 torchrun --nproc-per-node "$n" \
         --master-port $((29600 + 10 * i + n)) benchmarks/transformer_blocks.py \
-        --blocks "$block" --chunks 1,2,4 --iters 30 --json "$WORK/blocks_${block}_d$n.json"
+        --blocks "$block" --chunks 1,2,4 --iters 30 --profile \
+        --json "$WORK/blocks_${block}_d$n.json"
       # Merged after every block: what ran is in $OUT even if a later block
       # outlasts the call.
       "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
