@@ -548,7 +548,7 @@ class Run:
                 warnings.filterwarnings("ignore", ".*Profiler clears events")
                 with PythonProfiler() as prof:
                     block.fd.execute(inputs)
-            ops = len(prof.profile.kernel_profiles)
+            ops = len(statements(prof.profile))
             if self.args.profile and self.rank == 0:
                 print_statements(f"{case.block} {case.mode} host overhead s={s}", prof.profile)
             wall, cpu = [], []
@@ -616,10 +616,20 @@ def print_results(rows: list[Result], timing: str) -> None:
     print_table(title, COLUMNS, WIDTHS, table)
 
 
+def statements(profile) -> list:
+    """The host-IR statements a PythonProfiler saw run. On CUDA, torch's
+    profiler also reports each range that launched kernels as a GPU
+    annotation of the same name, which mdfuser's PythonProfiler lists as a
+    second statement; only the host ranges count."""
+    return [kp for kp in profile.kernel_profiles if "CUDA" not in kp.device]
+
+
 def print_statements(title: str, profile) -> None:
-    """A PythonProfiler profile summed per kind of host-IR statement."""
+    """A PythonProfiler profile summed per kind of host-IR statement; device
+    times are those of the kernels each statement launched (for a
+    collective, they include waiting for the other ranks)."""
     kinds: dict[str, list[float]] = {}
-    for kp in profile.kernel_profiles:
+    for kp in statements(profile):
         count_host_device = kinds.setdefault(kp.name, [0, 0.0, 0.0])
         count_host_device[0] += 1
         count_host_device[1] += kp.host_time_ms
