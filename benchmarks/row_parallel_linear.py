@@ -14,27 +14,27 @@ allreduce), gemm_only and allreduce_only. See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import shlex
 import statistics
-import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from common import (
+    DTYPES,
+    Timer,
+    check,
+    fmt,
+    init_distributed,
+    max_rel_err,
+    print_table,
+    run_info,
+    write_json,
+)
 
 from mdfuser import DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import Communicator, DeviceMesh
 
-DTYPES = {
-    "bfloat16": (torch.bfloat16, DataType.BFloat16),
-    "float16": (torch.float16, DataType.Half),
-    "float32": (torch.float32, DataType.Float),
-}
-TOLERANCE = 2e-2
 # mdfuser without InplaceAllreduce: the partial sums are copied into the
 # output chunk before each allreduce.
 COPY = ["inplace_allreduce"]
@@ -73,72 +73,6 @@ class Result:
     overlap_efficiency: float | None = None
     floor_ratio: float | None = None
     max_rel_err: float | None = None
-
-
-class Timer:
-    """Times fn() per iteration: CUDA events on the current stream, or perf_counter."""
-
-    def __init__(self, device: torch.device, warmup: int, iters: int) -> None:
-        self.cuda = device.type == "cuda"
-        self.device, self.warmup, self.iters = device, warmup, iters
-
-    def sync(self) -> None:
-        """Waits for this rank's GPU, then for all ranks, so variants start together."""
-        if self.cuda:
-            torch.cuda.synchronize()
-            dist.barrier(device_ids=[self.device.index])
-        else:
-            dist.barrier()
-
-    def __call__(self, fn) -> list[float]:
-        for _ in range(self.warmup):
-            fn()
-        self.sync()
-        if not self.cuda:
-            times = []
-            for _ in range(self.iters):
-                start = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - start) * 1e3)
-            self.sync()
-            return times
-        events = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(self.iters)
-        ]
-        for start, end in events:
-            start.record()
-            fn()
-            end.record()
-        self.sync()
-        return [start.elapsed_time(end) for start, end in events]
-
-
-def init_distributed(device_type: str, high_priority: bool) -> torch.device:
-    """Maps mpirun's variables to torch's, then starts torch.distributed."""
-    env = os.environ
-    if "OMPI_COMM_WORLD_SIZE" in env:
-        env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
-        env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
-        local = env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])
-        env.setdefault("LOCAL_RANK", local)
-    for name, default in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
-        env.setdefault(name, default)
-    env.setdefault("MASTER_ADDR", "localhost")
-    env.setdefault("MASTER_PORT", "29500")
-    # mdfuser's store must not collide with torch's on MASTER_PORT, except
-    # under torchrun, where both are clients of the agent's store there.
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        env.setdefault("MDFUSER_PORT", str(int(env["MASTER_PORT"]) + 1))
-    if device_type == "cuda":
-        device = torch.device("cuda", int(env["LOCAL_RANK"]))
-        torch.cuda.set_device(device)
-        options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=high_priority)
-        dist.init_process_group("nccl", device_id=device, pg_options=options)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    return device
 
 
 def define(d: int, s: int, h: int, dtype: DataType) -> FusionDefinition:
@@ -210,32 +144,13 @@ def torch_no_overlap(inp, w):
     return run
 
 
-def max_rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |got - ref| / max |ref|, the largest over ranks (so all ranks agree)."""
-    got, ref = got.double(), ref.double()
-    err = ((got - ref).abs().max() / ref.abs().max()).reshape(1)
-    dist.all_reduce(err, op=dist.ReduceOp.MAX)
-    return err.item()
-
-
-def check(name: str, err: float, rank: int) -> None:
-    if rank == 0:
-        print(f"check: {name}: max relative error {err:.2e}")
-    if not err <= TOLERANCE:  # NaN fails too
-        raise SystemExit(f"rank {rank}: {name}: max relative error {err:.2e} > {TOLERANCE:g}")
-
-
-def fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def print_table(results: list[Result], timing: str) -> None:
+def print_results(results: list[Result], timing: str) -> None:
     r0 = results[0]
-    print(
-        f"\nrow_parallel_linear: d={r0.world_size} h={r0.h} t={r0.t} {r0.dtype} "
+    title = (
+        f"row_parallel_linear: d={r0.world_size} h={r0.h} t={r0.t} {r0.dtype} "
         f"on {r0.device}; times by {timing}, median of the timed iterations"
     )
-    rows = [COLUMNS] + [
+    rows = [
         [
             r.variant,
             str(r.num_chunks),
@@ -251,9 +166,7 @@ def print_table(results: list[Result], timing: str) -> None:
         ]
         for r in results
     ]
-    for row in rows:
-        cells = zip(row[1:], WIDTHS[1:])
-        print(row[0].ljust(WIDTHS[0]) + "".join(" " + c.rjust(w - 1) for c, w in cells))
+    print_table(title, COLUMNS, WIDTHS, rows)
 
 
 def parse_args() -> argparse.Namespace:
@@ -376,22 +289,20 @@ def main() -> None:
     timer = Timer(device, args.warmup, args.iters)
     flops = 2 * t * (4 * h // d) * h
     nbytes = t * h * reference.element_size()
+    info = run_info(device)
     common = {
         "benchmark": "row_parallel_linear",
-        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "device": info["device"],
         "world_size": d,
         "h": h,
         "t": t,
         "dtype": args.dtype,
-        "date": datetime.date.today().isoformat(),
-        "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
-        "torch_version": torch.__version__,
+        "date": info["date"],
+        "command": info["command"],
+        "torch_version": info["torch_version"],
         "nccl_high_priority": args.nccl_high_priority,
         "sm_carveout": args.sm_carveout,
-        # The NCCL settings of the run, e.g. "NCCL_MAX_NCHANNELS=8 NCCL_NVLS_ENABLE=0".
-        "nccl_env": " ".join(
-            f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")
-        ),
+        "nccl_env": info["nccl_env"],
     }
     results = []
     for variant, s, fn, has_gemm, has_allreduce in variants:
@@ -424,12 +335,9 @@ def main() -> None:
         write_trace(fds[max(args.chunks)], [inp, w], args.trace, rank, timer)
 
     if rank == 0:
-        print_table(results, "CUDA events" if cuda else "time.perf_counter (CPU, Gloo)")
+        print_results(results, "CUDA events" if cuda else "time.perf_counter (CPU, Gloo)")
         if args.json:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-            with open(args.json, "w") as f:
-                json.dump([asdict(r) for r in results], f, indent=1)
-            print(f"wrote {args.json}")
+            write_json(args.json, results)
         if args.trace:
             print(f"wrote {args.trace}/trace_rank<r>.json (mdfuser, s={max(args.chunks)})")
     timer.sync()

@@ -4,11 +4,14 @@
 # Fills .carry/ (ignored by git) with what the GPU machines lack and
 # benchmarks/gpu/run.sh needs: GoogleTest's sources and Gloo's headers, both
 # from this machine's Debian packages. Pass `.carry` in the device tool's
-# carry list.
+# carry list. It installs nothing: scripts/setup.sh installs the packages
+# (running it from here would also point the machine's editable mdfuser
+# install at this checkout, which other checkouts on the machine share).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-"$ROOT/scripts/setup.sh" >/dev/null
-[ -d /usr/src/googletest ] || { echo "install Debian's googletest package first" >&2; exit 1; }
+for dir in /usr/src/googletest /usr/include/gloo; do
+  [ -d "$dir" ] || { echo "$dir is missing: run scripts/setup.sh first" >&2; exit 1; }
+done
 rm -rf "$ROOT/.carry"
 mkdir -p "$ROOT/.carry/gloo-include"
 cp -r /usr/src/googletest "$ROOT/.carry/googletest"

@@ -3,18 +3,25 @@
 #
 # One call on a bare GPU machine: build mdfuser for Hopper, run the C++
 # tests, the GPU tests on one GPU and under torchrun on 2 and 4 GPUs,
-# compute-sanitizer on a small case, then the row-parallel benchmark.
-# Every step runs even when an earlier one fails. Results go to $OUT: the
-# summary, one log of every step, the benchmark JSON and rank 0's profiler
-# traces (see doc/gpu_machines.md for what the machine lacks and how the
-# .carry folder supplies it).
+# compute-sanitizer on a small case, then the row-parallel benchmark and,
+# with --blocks, the transformer block benchmark. Every step runs even when
+# an earlier one fails. Results go to $OUT: the summary, one log of every
+# step, the benchmark JSON and rank 0's profiler traces (see
+# doc/gpu_machines.md for what the machine lacks and how the .carry folder
+# supplies it).
 #
 #   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
-#                         [--sanitizer] [--sizes H,T]
+#                         [--sanitizer] [--sizes H,T] [--blocks]
 #
-# The tests and the benchmark run at every world size of 2, 4 and 8 the
-# machine has GPUs for; --high-priority repeats each benchmark with NCCL on
-# high-priority streams.
+# The tests and the benchmarks run at every world size of 2, 4 and 8 the
+# machine has GPUs for; --high-priority repeats each row-parallel benchmark
+# with NCCL on high-priority streams.
+#
+# --blocks runs benchmarks/transformer_blocks.py (MLP, attention, layer; TP
+# and SP) at its default GPU sizes, one torchrun per block so that a failing
+# block leaves the others' results, merged into one
+# $OUT/transformer_blocks_d<N>.json per world size. $OUT returns at most 8
+# files: on a machine of 8 GPUs, combine --blocks with --skip-bench.
 #
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).
@@ -32,6 +39,7 @@ SKIP_BENCH=0
 SANITIZER=0
 SWEEP=0
 HIGH_PRIORITY=0
+BLOCKS=0
 H=8192
 T=8192
 while [ $# -gt 0 ]; do
@@ -41,6 +49,7 @@ while [ $# -gt 0 ]; do
     --sanitizer) SANITIZER=1 ;;
     --sweep) SWEEP=1 ;;
     --high-priority) HIGH_PRIORITY=1 ;;
+    --blocks) BLOCKS=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -50,7 +59,7 @@ done
 # Multicast (NVLS) stays off on the shared multi-GPU machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 MDFUSER_TIMEOUT_S=120
-export PYTHONPATH=$ROOT/python:$ROOT/tests/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$ROOT/python:$ROOT/tests/python:$ROOT/examples${PYTHONPATH:+:$PYTHONPATH}
 PYTHON=$(command -v python3)
 # The image points CXX at /opt/gcc's g++, whose libstdc++ headers do not
 # match the system libstdc++ that Python and torch load: code it compiles
@@ -110,7 +119,15 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
     step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
-      -m pytest tests/python/multidevice -q -p no:cacheprovider
+      -m pytest tests/python/multidevice -q -p no:cacheprovider \
+      --ignore-glob='*/test_transformer_*'
+    # The transformer blocks on their own, so that the summary tells them
+    # apart; a stuck test fails after 60 s instead of holding the step.
+    step "pytest_blocks_torchrun_$n" 240 torchrun --nproc-per-node "$n" \
+      --master-port $((29410 + n)) -m pytest tests/python/multidevice/test_transformer_*.py \
+      -q -p no:cacheprovider -o timeout=60
+    step "example_blocks_torchrun_$n" 90 torchrun --nproc-per-node "$n" \
+      --master-port $((29420 + n)) examples/transformer_blocks.py
   done
 fi
 if [ "$SANITIZER" -eq 1 ]; then
@@ -159,6 +176,24 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
         benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --nccl-high-priority \
         --json "$OUT/row_parallel_linear_d${n}_hp.json"
     fi
+  done
+fi
+
+if [ "$BLOCKS" -eq 1 ]; then
+  for n in 2 4 8; do
+    [ "$NGPU" -ge "$n" ] || continue
+    i=0
+    for block in mlp attention layer; do
+      i=$((i + 1))
+      step "blocks_${block}_d$n" 300 torchrun --nproc-per-node "$n" \
+        --master-port $((29600 + 10 * i + n)) benchmarks/transformer_blocks.py \
+        --blocks "$block" --chunks 1,2,4 --iters 30 --profile \
+        --json "$WORK/blocks_${block}_d$n.json"
+      # Merged after every block: what ran is in $OUT even if a later block
+      # outlasts the call.
+      "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
+        "$OUT/transformer_blocks_d$n.json" "$WORK"/blocks_*_d"$n".json 2>>"$LOG"
+    done
   done
 fi
 

@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: MIT
+"""What the benchmarks share: launch under mpirun or torchrun, the timer,
+the correctness check, the run's metadata, JSON and table output.
+
+The benchmark scripts import it as ``common`` (their own folder is first on
+``sys.path`` when they run as scripts).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+import torch.distributed as dist
+
+from mdfuser import DataType
+
+DTYPES = {
+    "bfloat16": (torch.bfloat16, DataType.BFloat16),
+    "float16": (torch.float16, DataType.Half),
+    "float32": (torch.float32, DataType.Float),
+}
+# max |got - ref| / max |ref| allowed between two bf16 computations of the
+# same function summed in another order.
+TOLERANCE = 2e-2
+
+
+class Timer:
+    """Times fn() per iteration: CUDA events on the current stream, or perf_counter."""
+
+    def __init__(self, device: torch.device, warmup: int, iters: int) -> None:
+        self.cuda = device.type == "cuda"
+        self.device, self.warmup, self.iters = device, warmup, iters
+
+    def sync(self) -> None:
+        """Waits for this rank's GPU, then for all ranks, so variants start together."""
+        if self.cuda:
+            torch.cuda.synchronize()
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def __call__(self, fn) -> list[float]:
+        for _ in range(self.warmup):
+            fn()
+        self.sync()
+        if not self.cuda:
+            times = []
+            for _ in range(self.iters):
+                start = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - start) * 1e3)
+            self.sync()
+            return times
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(self.iters)
+        ]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        self.sync()
+        return [start.elapsed_time(end) for start, end in events]
+
+
+def init_distributed(device_type: str, high_priority: bool = False) -> torch.device:
+    """Maps mpirun's variables to torch's, then starts torch.distributed."""
+    env = os.environ
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
+        env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
+        local = env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"])
+        env.setdefault("LOCAL_RANK", local)
+    for name, default in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+        env.setdefault(name, default)
+    env.setdefault("MASTER_ADDR", "localhost")
+    env.setdefault("MASTER_PORT", "29500")
+    # mdfuser's store must not collide with torch's on MASTER_PORT, except
+    # under torchrun, where both are clients of the agent's store there.
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        env.setdefault("MDFUSER_PORT", str(int(env["MASTER_PORT"]) + 1))
+    if device_type == "cuda":
+        device = torch.device("cuda", int(env["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=high_priority)
+        dist.init_process_group("nccl", device_id=device, pg_options=options)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    return device
+
+
+def max_rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |got - ref| / max |ref|, the largest over ranks (so all ranks agree)."""
+    got, ref = got.double(), ref.double()
+    err = ((got - ref).abs().max() / ref.abs().max()).reshape(1)
+    dist.all_reduce(err, op=dist.ReduceOp.MAX)
+    return err.item()
+
+
+def check(name: str, err: float, rank: int) -> None:
+    """Stops the run when `err` is above TOLERANCE or NaN."""
+    if rank == 0:
+        print(f"check: {name}: max relative error {err:.2e}")
+    if not err <= TOLERANCE:  # NaN fails too
+        raise SystemExit(f"rank {rank}: {name}: max relative error {err:.2e} > {TOLERANCE:g}")
+
+
+def run_info(device: torch.device) -> dict:
+    """The record fields that describe the run rather than one measurement."""
+    cuda = device.type == "cuda"
+    return {
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "date": datetime.date.today().isoformat(),
+        "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
+        "torch_version": torch.__version__,
+        # The NCCL settings of the run, e.g. "NCCL_MAX_NCHANNELS=8 NCCL_NVLS_ENABLE=0".
+        "nccl_env": " ".join(
+            f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")
+        ),
+    }
+
+
+def write_json(path: str, records: list) -> None:
+    """Writes dataclass records as a JSON list."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump([asdict(r) for r in records], f, indent=1)
+    print(f"wrote {path}")
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_table(title: str, columns: list[str], widths: list[int], rows: list[list[str]]) -> None:
+    """The first column left-aligned, the others right-aligned."""
+    print(f"\n{title}")
+    for row in [columns, *rows]:
+        cells = zip(row[1:], widths[1:])
+        print(row[0].ljust(widths[0]) + "".join(" " + c.rjust(w - 1) for c, w in cells))

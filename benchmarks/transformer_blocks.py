@@ -1,0 +1,772 @@
+# SPDX-License-Identifier: MIT
+"""Transformer block benchmark: mdfuser's TP and SP fusions against PyTorch.
+
+The MLP, the attention block and the whole pre-norm layer of
+examples/transformer_blocks.py, forward, tensor-parallel (tp) and
+sequence-parallel (sp), on d ranks. Variants: mdfuser (s stream chunks),
+torch_no_overlap (the same decomposition by hand: torch ops and
+torch.distributed collectives), torch_streams (that reference with the
+tokens, or the batch, split into s chunks on s CUDA streams), and the host
+overhead of mdfuser per host-IR statement on a tiny shape. See
+benchmarks/README.md.
+
+    torchrun --nproc-per-node 2 benchmarks/transformer_blocks.py --json blocks.json
+    mpirun -np 2 python3 benchmarks/transformer_blocks.py --device cpu --iters 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from common import (
+    DTYPES,
+    TOLERANCE,
+    Timer,
+    fmt,
+    init_distributed,
+    max_rel_err,
+    print_table,
+    run_info,
+    write_json,
+)
+
+from mdfuser import PythonProfiler
+from mdfuser.multidevice import Communicator, shard_tensor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from transformer_blocks import (  # noqa: E402
+    Attention,
+    attention_forward,
+    attention_reference,
+    layer_forward,
+    layer_reference,
+    mlp_forward,
+    mlp_reference,
+)
+
+BLOCKS = ("mlp", "attention", "layer")
+MODES = ("tp", "sp")
+COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "x_streams", "x_no_ovl", "max_err"]
+WIDTHS = [17, 3, 11, 9, 9, 11, 10, 10]
+HOST_COLUMNS = ["block", "mode", "s", "ops", "execute_us", "us/op", "cpu_us/op"]
+HOST_WIDTHS = [10, 5, 3, 6, 12, 8, 10]
+
+
+@dataclass
+class Result:
+    benchmark: str  # transformer_mlp, transformer_attention or transformer_layer
+    mode: str  # tp or sp
+    device: str
+    world_size: int
+    variant: str
+    num_chunks: int
+    h: int  # hidden size (e of attention and layer)
+    t: int  # tokens: the MLP's rows, seq * batch for attention and layer
+    seq: int | None
+    batch: int | None
+    heads: int | None
+    dtype: str
+    median_ms: float | None  # None when the variant failed
+    min_ms: float | None
+    max_ms: float | None
+    tflops: float | None  # GEMM and attention flops per rank / median
+    date: str
+    command: str
+    torch_version: str
+    nccl_env: str
+    vs_torch_streams: float | None = None
+    vs_torch_no_overlap: float | None = None
+    max_rel_err: float | None = None  # against torch_no_overlap
+    host_ir_ops: int | None = None  # host_overhead: statements run per execute
+    host_us_per_op: float | None = None  # host_overhead: execute's wall time / host_ir_ops
+    host_cpu_us_per_op: float | None = None  # the same with the thread's CPU time
+    error: str | None = None
+
+
+@dataclass
+class Case:
+    """One block in one mode at one size."""
+
+    block: str
+    mode: str
+    h: int
+    tokens: int  # MLP only
+    attention: Attention | None  # attention and layer
+
+    @property
+    def t(self) -> int:
+        a = self.attention
+        return self.tokens if a is None else a.seq * a.batch
+
+    def define(self, d: int, s: int, dtype):
+        """The example's fusion with s stream chunks."""
+        if self.block == "mlp":
+            return mlp_forward(self.h, d, self.mode, s, dtype)
+        make = attention_forward if self.block == "attention" else layer_forward
+        return make(self.attention, d, self.mode, s, dtype)
+
+    def flops(self, d: int) -> int:
+        """GEMM and attention flops of one rank's shard: every rank multiplies
+        all tokens by its 1/d of the weights (SP gathers the tokens first);
+        causal attention counts half of the QK^T and PV products."""
+        mlp = 16 * self.t * self.h * self.h // d
+        if self.block == "mlp":
+            return mlp
+        a = self.attention
+        attention = 8 * self.t * a.e * a.e // d + 2 * a.batch * a.seq * a.seq * a.e // d
+        return attention + (mlp if self.block == "layer" else 0)
+
+
+def global_inputs(case: Case, device, dtype, seed: int) -> dict[str, torch.Tensor]:
+    """The block's global inputs, the same on every rank; weights scaled by
+    1/sqrt(fan_in) so that activations stay near 1."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    h = case.h
+
+    def randn(*shape, scale=1.0, shift=0.0):
+        x = torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
+        return (x * scale + shift).to(dtype)
+
+    mlp = dict(
+        w1=randn(4 * h, h, scale=h**-0.5),
+        b1=randn(4 * h, scale=0.1),
+        w2=randn(h, 4 * h, scale=(4 * h) ** -0.5),
+        b2=randn(h, scale=0.1),
+    )
+    if case.block == "mlp":
+        return dict(x=randn(case.tokens, h), **mlp)
+    a = case.attention
+    x = randn(a.seq, a.batch, h)
+    attention = dict(
+        w_qkv=randn(3 * h, h, scale=h**-0.5),
+        b_qkv=randn(3 * h, scale=0.1),
+        w_o=randn(h, h, scale=h**-0.5),
+        b_o=randn(h, scale=0.1),
+    )
+    if case.block == "attention":
+        return dict(x=x, **attention)
+    norms = {
+        f"ln{i}_{p}": randn(h, scale=0.1, shift=1.0 if p == "w" else 0.0)
+        for i in (0, 1)
+        for p in ("w", "b")
+    }
+    return dict(
+        x=x,
+        ln0_w=norms["ln0_w"],
+        ln0_b=norms["ln0_b"],
+        **attention,
+        ln1_w=norms["ln1_w"],
+        ln1_b=norms["ln1_b"],
+        **mlp,
+    )
+
+
+# --- the hand-written PyTorch reference ------------------------------------
+
+
+def local_tokens(t: torch.Tensor, d: int, rank: int, s: int = 1) -> torch.Tensor:
+    """rank's rows of t, mdfuser's SP layout: axis 0 cut into s stream
+    chunks, each chunk across the d devices."""
+    parts = t.unflatten(0, (s, d, t.size(0) // (s * d)))
+    return parts[:, rank].flatten(0, 1).contiguous()
+
+
+def local_weights(full: dict, d: int, rank: int) -> dict[str, torch.Tensor]:
+    """Column-parallel weights (w1, b1, w_qkv, b_qkv) by output rows,
+    row-parallel ones (w2, w_o) by input columns; the rest replicated."""
+    local = {}
+    for name, t in full.items():
+        if name in ("w1", "b1", "w_qkv", "b_qkv"):
+            local[name] = t.tensor_split(d, 0)[rank].contiguous()
+        elif name in ("w2", "w_o"):
+            local[name] = t.tensor_split(d, 1)[rank].contiguous()
+        elif name != "x":
+            local[name] = t
+    return local
+
+
+def gather(x: torch.Tensor, d: int) -> torch.Tensor:
+    """SP: all ranks' rows (axis 0) of x."""
+    out = x.new_empty(d * x.size(0), *x.shape[1:])
+    dist.all_gather_into_tensor(out, x.contiguous())
+    return out
+
+
+def scatter(partial: torch.Tensor, d: int) -> torch.Tensor:
+    """SP: the sum over ranks of partial, this rank's rows (axis 0) of it."""
+    out = partial.new_empty(partial.size(0) // d, *partial.shape[1:])
+    dist.reduce_scatter_tensor(out, partial.contiguous())
+    return out
+
+
+def mlp_partial(x: torch.Tensor, w: dict) -> torch.Tensor:
+    """This rank's partial sums of the MLP without b2: column-parallel
+    linear, gelu, row-parallel linear."""
+    act = F.gelu(F.linear(x, w["w1"], w["b1"]), approximate="tanh")
+    return F.linear(act, w["w2"])
+
+
+def attention_partial(x: torch.Tensor, w: dict, heads: int) -> torch.Tensor:
+    """This rank's partial sums of the attention block without b_o, on its
+    `heads` local heads (qkv laid out head-major, as in the example)."""
+    seq, batch = x.shape[:2]
+    qkv = F.linear(x, w["w_qkv"], w["b_qkv"])
+    size = qkv.size(-1) // (3 * heads)
+    per_head = qkv.view(seq, batch, heads, 3 * size)
+    q, k, v = (per_head[..., i * size : (i + 1) * size].permute(1, 2, 0, 3) for i in range(3))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.linear(o.permute(2, 0, 1, 3).reshape(seq, batch, heads * size), w["w_o"])
+
+
+def reference(case: Case, w: dict, d: int, communicate: bool = True) -> Callable:
+    """fn(x, out): the block on this rank's input x (replicated for TP, its
+    rows for SP), writing this rank's output into out (may be a strided
+    chunk of a larger output). Without `communicate` (compute_only), SP's
+    gathers become local copies of the same size and its reduce-scatters
+    keep this rank's rows of the partial sums; TP's allreduces are left out."""
+    sp = case.mode == "sp"
+
+    def gather_rows(x: torch.Tensor) -> torch.Tensor:
+        return gather(x, d) if communicate else torch.cat([x] * d)
+
+    def reduce(partial: torch.Tensor) -> torch.Tensor:
+        if sp:
+            return scatter(partial, d) if communicate else partial[: partial.size(0) // d]
+        if communicate:
+            dist.all_reduce(partial)
+        return partial
+
+    heads = 0 if case.attention is None else case.attention.heads // d
+    e = case.h
+
+    def mlp(x, out):
+        partial = mlp_partial(gather_rows(x) if sp else x, w)
+        torch.add(reduce(partial), w["b2"], out=out)
+
+    def attention(x, out):
+        partial = attention_partial(gather_rows(x) if sp else x, w, heads)
+        torch.add(reduce(partial), w["b_o"], out=out)
+
+    def layer(x, out):
+        ln0 = F.layer_norm(x, (e,), w["ln0_w"], w["ln0_b"])
+        attn = reduce(attention_partial(gather_rows(ln0) if sp else ln0, w, heads))
+        h = attn.add_(w["b_o"]).add_(x)
+        ln1 = F.layer_norm(h, (e,), w["ln1_w"], w["ln1_b"])
+        y = reduce(mlp_partial(gather_rows(ln1) if sp else ln1, w))
+        torch.add(y.add_(w["b2"]), h, out=out)
+
+    return {"mlp": mlp, "attention": attention, "layer": layer}[case.block]
+
+
+def communication_only(case: Case, x: torch.Tensor, d: int) -> Callable:
+    """The block's collectives alone (comm_only), on buffers of their sizes:
+    per row-parallel linear (one in the MLP and the attention block, two in
+    the layer) an allreduce of the output for TP; an allgather of x and a
+    reduce-scatter back to x's shape for SP."""
+    count = 2 if case.block == "layer" else 1
+    sp = case.mode == "sp"
+    full = x.new_empty(d * x.size(0), *x.shape[1:]) if sp else x.clone()
+    out = torch.empty_like(x)
+
+    def run() -> None:
+        for _ in range(count):
+            if sp:
+                dist.all_gather_into_tensor(full, x)
+                dist.reduce_scatter_tensor(out, full)
+            else:
+                dist.all_reduce(full)  # sums grow; NCCL's speed does not care
+
+    return run
+
+
+def chunk_axis(case: Case) -> int:
+    """The axis stream chunks split: tokens for the MLP, batch otherwise."""
+    return 0 if case.block == "mlp" else 1
+
+
+def torch_no_overlap(fn: Callable, x: torch.Tensor) -> Callable:
+    def run() -> torch.Tensor:
+        out = torch.empty_like(x)  # every block's output is shaped like its input
+        fn(x, out)
+        return out
+
+    return run
+
+
+def torch_streams(fn: Callable, x: torch.Tensor, axis: int, s: int, streams) -> Callable:
+    """Chunk i of x (along axis) on worker stream i: its collectives and
+    compute; the main stream waits for all of them. A chunk of the batch is
+    strided; it is copied to a contiguous tensor first, since ATen's linear
+    on a strided 3-D input falls back to one small GEMM per sequence position
+    (40 times slower here)."""
+
+    def run() -> torch.Tensor:
+        out = torch.empty_like(x)
+        chunks = zip(x.tensor_split(s, axis), out.tensor_split(s, axis))
+        if not streams:  # CPU: no streams, chunks run one after another
+            for x_chunk, out_chunk in chunks:
+                fn(x_chunk.contiguous(), out_chunk)
+            return out
+        main = torch.cuda.current_stream()
+        for stream, (x_chunk, out_chunk) in zip(streams, chunks):
+            stream.wait_stream(main)
+            with torch.cuda.stream(stream):
+                # Collectives only enqueue: the worker stream, not the host, waits.
+                fn(x_chunk.contiguous(), out_chunk)
+        for stream in streams[:s]:
+            main.wait_stream(stream)
+        return out
+
+    return run
+
+
+def float64_reference(case: Case, full: dict) -> tuple[torch.Tensor, slice]:
+    """The example's float64 reference of the global output, for attention
+    and layer on the first batch element only (the batch elements are
+    independent, and the full float64 scores would take gigabytes); the
+    second value selects the same part of the output."""
+    if case.block == "mlp":
+        return mlp_reference(**{k: v.double() for k, v in full.items()})[0], slice(None)
+    a = case.attention
+    one = Attention(a.seq, 1, a.e, a.heads)
+    part = {k: (v[:, :1] if k == "x" else v).double() for k, v in full.items()}
+    with torch.device(full["x"].device):  # the reference makes its mask on the default device
+        if case.block == "attention":
+            return attention_reference(*part.values(), one)[0], slice(0, 1)
+        return layer_reference(part, one), slice(0, 1)
+
+
+# --- running, checking and timing -----------------------------------------
+
+
+class Run:
+    """One rank's state: the group, the timer and the records."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.device = init_distributed(args.device)
+        comm = Communicator.instance()
+        self.rank, self.d = comm.rank(), comm.size()
+        if (self.rank, self.d) != (dist.get_rank(), dist.get_world_size()):
+            raise SystemExit(
+                f"mdfuser says rank {self.rank} of {self.d}, torch.distributed differs"
+            )
+        self.cuda = self.device.type == "cuda"
+        self.torch_dtype, self.md_dtype = DTYPES[args.dtype]
+        self.timer = Timer(self.device, args.warmup, args.iters)
+        self.streams = [torch.cuda.Stream() for _ in range(max(args.chunks))] if self.cuda else []
+        self.info = run_info(self.device)
+        self.results: list[Result] = []
+        self.failures: list[str] = []
+
+    def log(self, message: str) -> None:
+        if self.rank == 0:
+            print(message, flush=True)
+
+    def attempt(self, name: str, fn: Callable):
+        """fn()'s value, or None when it raised on any rank (all ranks agree)."""
+        value, error = None, ""
+        try:
+            value = fn()
+        except Exception as e:  # noqa: BLE001 - reported, and the run goes on
+            error = f"{type(e).__name__}: {e}".splitlines()[0][:400]
+            print(f"rank {self.rank}: {name} failed: {error}", flush=True)
+        ok = torch.tensor([0 if error else 1], device=self.device)
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if not ok.item():
+            self.failures.append(f"{name}: {error or 'failed on another rank'}")
+            return None, error or "failed on another rank"
+        return value, None
+
+    def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
+        a = case.attention
+        median = statistics.median(times) if times else None
+        flops = None if variant in ("host_overhead", "comm_only") else case.flops(self.d)
+        result = Result(
+            benchmark=f"transformer_{case.block}",
+            mode=case.mode,
+            device=self.info["device"],
+            world_size=self.d,
+            variant=variant,
+            num_chunks=s,
+            h=case.h,
+            t=case.t,
+            seq=None if a is None else a.seq,
+            batch=None if a is None else a.batch,
+            heads=None if a is None else a.heads,
+            dtype=self.args.dtype,
+            median_ms=median,
+            min_ms=min(times) if times else None,
+            max_ms=max(times) if times else None,
+            tflops=flops / median / 1e9 if median and flops else None,
+            date=self.info["date"],
+            command=self.info["command"],
+            torch_version=self.info["torch_version"],
+            nccl_env=self.info["nccl_env"],
+            **extra,
+        )
+        self.results.append(result)
+        return result
+
+    def shard_inputs(self, block, full: dict) -> list[torch.Tensor]:
+        return [shard_tensor(full[k], tv).contiguous() for k, tv in block.inputs.items()]
+
+    def bench(self, case: Case) -> None:
+        """Checks every variant against torch_no_overlap, then times them."""
+        d, rank, args = self.d, self.rank, self.args
+        full = global_inputs(case, self.device, self.torch_dtype, seed=1234)
+        w = local_weights(full, d, rank)
+        fn = reference(case, w, d)
+        sp = case.mode == "sp"
+        x_ref = local_tokens(full["x"], d, rank) if sp else full["x"]
+        name = f"{case.block} {case.mode}"
+
+        ref, error = self.attempt(f"{name} torch_no_overlap", torch_no_overlap(fn, x_ref))
+        if error:
+            self.record(case, "torch_no_overlap", 1, [], error=error)
+            return
+        global_ref = gather(ref, d) if sp else ref
+        want, part = float64_reference(case, full)
+        err = max_rel_err(global_ref[:, part], want)
+        self.log(f"check: {name}: torch_no_overlap vs float64: max relative error {err:.2e}")
+        if not err <= TOLERANCE:
+            self.failures.append(
+                f"{name}: torch_no_overlap is off the float64 reference ({err:.2e})"
+            )
+        del want
+
+        variants = [("torch_no_overlap", 1, torch_no_overlap(fn, x_ref), None)]
+        profiled = {}  # s -> (block, inputs) for --profile
+        for s in args.chunks:
+            block, error = self.attempt(
+                f"{name} mdfuser s={s} definition", lambda s=s: case.define(d, s, self.md_dtype)
+            )
+            if error:
+                self.record(case, "mdfuser", s, [], error=error)
+            else:
+                inputs = self.shard_inputs(block, full)
+                outputs, error = self.attempt(
+                    f"{name} mdfuser s={s}", lambda b=block, i=inputs: b.fd.execute(i)
+                )
+                if error:
+                    self.record(case, "mdfuser", s, [], error=error)
+                else:
+                    expected = shard_tensor(global_ref, block.fd.output_tensors()[0])
+                    run = lambda b=block, i=inputs: b.fd.execute(i)  # noqa: E731
+                    variants.append(("mdfuser", s, run, (outputs[0], expected)))
+                    profiled[s] = block, inputs
+            # SP's MLP rows follow mdfuser's layout for s chunks; attention
+            # and layer split the batch, which SP leaves whole.
+            x = local_tokens(full["x"], d, rank, s) if sp and case.block == "mlp" else x_ref
+            streams = torch_streams(fn, x, chunk_axis(case), s, self.streams)
+            got, error = self.attempt(f"{name} torch_streams s={s}", streams)
+            if error:
+                self.record(case, "torch_streams", s, [], error=error)
+                continue
+            if sp and case.block == "mlp":
+                expected = local_tokens(global_ref, d, rank, s)
+            else:
+                expected = ref
+            variants.append(("torch_streams", s, streams, (got, expected)))
+
+        errors = {}
+        for variant, s, _, pair in variants[1:]:
+            err = max_rel_err(*pair)
+            self.log(f"check: {name}: {variant} s={s} vs torch_no_overlap: {err:.2e}")
+            errors[(variant, s)] = err
+        timed = [(variant, s, run) for variant, s, run, _ in variants]
+        del full, global_ref, variants  # the checked outputs
+        # The parts alone, unchecked (compute_only's SP output is not the block's).
+        timed.append(("compute_only", 1, torch_no_overlap(reference(case, w, d, False), x_ref)))
+        timed.append(("comm_only", 1, communication_only(case, x_ref, d)))
+
+        rows = []
+        for variant, s, run in timed:
+            err = errors.get((variant, s))
+            if err is not None and not err <= TOLERANCE:  # NaN fails too
+                message = f"max relative error {err:.2e} > {TOLERANCE:g} against torch_no_overlap"
+                self.failures.append(f"{name} {variant} s={s}: {message}")
+                rows.append(self.record(case, variant, s, [], max_rel_err=err, error=message))
+                continue
+            label = f"{name} {variant} s={s} timing"
+            times, error = self.attempt(label, lambda r=run: self.timer(r))
+            rows.append(self.record(case, variant, s, times or [], max_rel_err=err, error=error))
+        add_ratios(rows)
+        if rank == 0:
+            print_results(rows, "CUDA events" if self.cuda else "time.perf_counter (CPU, Gloo)")
+        if args.profile:
+            self.profile(case, profiled, torch_no_overlap(fn, x_ref))
+
+    def profile(self, case: Case, profiled: dict, reference_run: Callable) -> None:
+        """--profile: where one mdfuser run per s spends its time, per kind
+        of host-IR statement, and the CUDA kernels of torch_no_overlap."""
+        for s, (block, inputs) in profiled.items():
+            self.timer.sync()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*Profiler clears events")
+                with PythonProfiler() as prof:
+                    block.fd.execute(inputs)
+                    self.timer.sync()
+            if self.rank == 0:
+                print_statements(f"{case.block} {case.mode} mdfuser s={s}", prof.profile)
+        if not self.cuda:
+            return
+        self.timer.sync()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            reference_run()
+            self.timer.sync()
+        if self.rank == 0:
+            print(f"\n{case.block} {case.mode} torch_no_overlap: CUDA kernels, rank 0")
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
+
+    def host_overhead(self, case: Case, s: int) -> None:
+        """execute()'s host time per host-IR statement on a tiny shape: each
+        call runs on an idle GPU, so the host is never held up by a full
+        launch queue; statements counted by PythonProfiler."""
+        name = f"{case.block} {case.mode} host overhead"
+        block, error = self.attempt(name, lambda: case.define(self.d, s, self.md_dtype))
+        if error:
+            self.record(case, "host_overhead", s, [], error=error)
+            return
+        full = global_inputs(case, self.device, self.torch_dtype, seed=99)
+        inputs = self.shard_inputs(block, full)
+
+        def measure():
+            for _ in range(5):
+                block.fd.execute(inputs)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*Profiler clears events")
+                with PythonProfiler() as prof:
+                    block.fd.execute(inputs)
+            ops = len(statements(prof.profile))
+            if self.args.profile and self.rank == 0:
+                print_statements(f"{case.block} {case.mode} host overhead s={s}", prof.profile)
+            wall, cpu = [], []
+            for _ in range(self.args.host_iters):
+                self.timer.sync()
+                start, start_cpu = time.perf_counter(), time.thread_time()
+                block.fd.execute(inputs)
+                cpu.append((time.thread_time() - start_cpu) * 1e6)
+                wall.append((time.perf_counter() - start) * 1e6)
+            return ops, wall, cpu
+
+        measured, error = self.attempt(name, measure)
+        if error:
+            self.record(case, "host_overhead", s, [], error=error)
+            return
+        ops, wall, cpu = measured
+        self.record(
+            case,
+            "host_overhead",
+            s,
+            [t / 1e3 for t in wall],
+            host_ir_ops=ops,
+            host_us_per_op=statistics.median(wall) / ops,
+            host_cpu_us_per_op=statistics.median(cpu) / ops,
+        )
+
+
+def add_ratios(rows: list[Result]) -> None:
+    median = {(r.variant, r.num_chunks): r.median_ms for r in rows if r.median_ms}
+    base = median.get(("torch_no_overlap", 1))
+    for r in rows:
+        if r.median_ms is None:
+            continue
+        streams_ms = median.get(("torch_streams", r.num_chunks))
+        r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
+        r.vs_torch_no_overlap = r.median_ms / base if base else None
+
+
+def print_results(rows: list[Result], timing: str) -> None:
+    r0 = rows[0]
+    shape = f"t={r0.t} h={r0.h}"
+    if r0.seq is not None:
+        shape = f"seq={r0.seq} batch={r0.batch} e={r0.h} heads={r0.heads}"
+    title = (
+        f"{r0.benchmark} {r0.mode}: d={r0.world_size} {shape} {r0.dtype} on {r0.device}; "
+        f"times by {timing}, median of the timed iterations"
+    )
+    table = []
+    for r in rows:
+        if r.median_ms is None:
+            table.append([r.variant, str(r.num_chunks), "FAILED"] + [""] * 5)
+            continue
+        table.append(
+            [
+                r.variant,
+                str(r.num_chunks),
+                f"{r.median_ms:.3f}",
+                f"{r.min_ms:.3f}",
+                fmt(r.tflops, ".4g"),
+                fmt(r.vs_torch_streams, ".3f"),
+                fmt(r.vs_torch_no_overlap, ".3f"),
+                fmt(r.max_rel_err, ".1e"),
+            ]
+        )
+    print_table(title, COLUMNS, WIDTHS, table)
+
+
+def statements(profile) -> list:
+    """The host-IR statements a PythonProfiler saw run. On CUDA, torch's
+    profiler also reports each range that launched kernels as a GPU
+    annotation of the same name, which mdfuser's PythonProfiler lists as a
+    second statement; only the host ranges count."""
+    return [kp for kp in profile.kernel_profiles if "CUDA" not in kp.device]
+
+
+def print_statements(title: str, profile) -> None:
+    """A PythonProfiler profile summed per kind of host-IR statement; device
+    times are those of the kernels each statement launched (for a
+    collective, they include waiting for the other ranks)."""
+    kinds: dict[str, list[float]] = {}
+    for kp in statements(profile):
+        count_host_device = kinds.setdefault(kp.name, [0, 0.0, 0.0])
+        count_host_device[0] += 1
+        count_host_device[1] += kp.host_time_ms
+        count_host_device[2] += kp.time_ms
+    rows = [
+        [name, str(int(c)), f"{host * 1e3:.1f}", f"{host * 1e3 / c:.2f}", f"{device:.3f}"]
+        for name, (c, host, device) in sorted(kinds.items(), key=lambda kv: -kv[1][2] - kv[1][1])
+    ]
+    columns = ["statement", "count", "host_us", "host_us/each", "device_ms"]
+    print_table(
+        f"{title}: per host-IR statement kind (profiled)", columns, [18, 6, 10, 13, 10], rows
+    )
+
+
+def print_host_overhead(rows: list[Result]) -> None:
+    table = []
+    for r in rows:
+        block = r.benchmark.removeprefix("transformer_")
+        if r.median_ms is None:
+            table.append([block, r.mode, str(r.num_chunks), "FAILED", "", "", ""])
+            continue
+        table.append(
+            [
+                block,
+                r.mode,
+                str(r.num_chunks),
+                str(r.host_ir_ops),
+                f"{r.median_ms * 1e3:.1f}",
+                f"{r.host_us_per_op:.2f}",
+                f"{r.host_cpu_us_per_op:.2f}",
+            ]
+        )
+    title = (
+        f"host overhead: fd.execute's host time per host-IR statement run, tiny shapes, "
+        f"d={rows[0].world_size}, median of rank 0's calls on {rows[0].device}"
+    )
+    print_table(title, HOST_COLUMNS, HOST_WIDTHS, table)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--blocks", default=",".join(BLOCKS), help="comma list of mlp,attention,layer")
+    p.add_argument("--modes", default=",".join(MODES), help="comma list of tp,sp")
+    p.add_argument("--hidden", "-H", type=int, help="h, e of attention (default 8192; 64 on cpu)")
+    p.add_argument("--tokens", "-t", type=int, help="MLP rows (default 8192; 128 on cpu)")
+    p.add_argument("--seq", type=int, help="attention sequence (default 2048; 32 on cpu)")
+    p.add_argument("--batch", type=int, help="attention batch (default 4 = max chunks)")
+    p.add_argument("--heads", type=int, help="attention heads (default 64; 8 on cpu)")
+    p.add_argument("--chunks", default="1,2,4", help="stream chunk counts s, comma list")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=30, help="timed iterations")
+    p.add_argument("--host-iters", type=int, default=200, help="host overhead calls; 0 skips")
+    p.add_argument("--host-chunks", type=int, default=4, help="s of the host overhead runs")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where mdfuser's runs and torch_no_overlap spend their time",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    args = p.parse_args()
+    args.blocks = args.blocks.split(",")
+    args.modes = args.modes.split(",")
+    args.chunks = [int(c) for c in args.chunks.split(",")]
+    if not set(args.blocks) <= set(BLOCKS) or not set(args.modes) <= set(MODES):
+        p.error(f"--blocks takes {','.join(BLOCKS)}; --modes takes {','.join(MODES)}")
+    small = args.device == "cpu"
+    args.hidden = args.hidden or (64 if small else 8192)
+    args.tokens = args.tokens or (128 if small else 8192)
+    args.seq = args.seq or (32 if small else 2048)
+    args.batch = args.batch or max(4, max(args.chunks))
+    args.heads = args.heads or (8 if small else 64)
+    if min(args.chunks) < 1 or args.iters < 1 or args.warmup < 0 or args.host_iters < 0:
+        p.error("--chunks must be positive, --iters >= 1, --warmup and --host-iters >= 0")
+    return args
+
+
+def check_sizes(case: Case, args: argparse.Namespace, d: int) -> str | None:
+    """Why this case cannot run on d ranks with the chunk counts asked, or None."""
+    need = []
+    if 4 * case.h % d:
+        need.append(f"4h = {4 * case.h} to split across {d} ranks")
+    for s in args.chunks:
+        if case.block == "mlp" and case.tokens % (s * d):
+            need.append(f"tokens = {case.tokens} to split into {s} chunks of {d} parts")
+        if case.attention is not None and case.attention.batch % s:
+            need.append(f"batch = {case.attention.batch} to split into {s} chunks")
+    a = case.attention
+    if a is not None and (a.heads % d or a.e % a.heads or a.seq % d):
+        need.append(f"heads = {a.heads} and seq = {a.seq} to split across {d} ranks")
+    return "; ".join(need) or None
+
+
+def main() -> None:
+    args = parse_args()
+    run = Run(args)
+    cases = [
+        Case(block, mode, args.hidden, args.tokens, None if block == "mlp" else attention)
+        for block in args.blocks
+        for mode in args.modes
+        for attention in [Attention(args.seq, args.batch, args.hidden, args.heads)]
+    ]
+    for case in cases:
+        problem = check_sizes(case, args, run.d)
+        if problem:
+            raise SystemExit(f"{case.block} {case.mode}: needs {problem}")
+    for case in cases:
+        run.bench(case)
+        if run.cuda:
+            torch.cuda.empty_cache()
+
+    if args.host_iters:
+        s = args.host_chunks
+        # h = 64, 64 tokens where they split into s chunks of d parts.
+        tokens = 64 if 64 % (s * run.d) == 0 else 8 * s * run.d
+        tiny = Attention(seq=8 * run.d, batch=s, e=64, heads=max(4, run.d))
+        for block in args.blocks:
+            for mode in args.modes:
+                case = Case(block, mode, 64, tokens, None if block == "mlp" else tiny)
+                run.host_overhead(case, s)
+        if run.rank == 0:
+            print_host_overhead([r for r in run.results if r.variant == "host_overhead"])
+
+    if run.rank == 0 and args.json:
+        write_json(args.json, run.results)
+    if run.failures:
+        run.log("\nfailures:\n  " + "\n  ".join(run.failures))
+    run.timer.sync()
+    dist.destroy_process_group()
+    if run.failures:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
