@@ -8,6 +8,7 @@
 #include "host_ir/lower.h"
 #include "host_ir/passes/pass_manager.h"
 #include "ir/errors.h"
+#include "ir/ops.h"
 #include "passes/pipeline.h"
 #include "runtime/communicator.h"
 #include "runtime/evaluator.h"
@@ -42,6 +43,38 @@ std::vector<int64_t> signatureOf(
   return key;
 }
 
+// What the device's kernels take that a definition cannot know: flash
+// attention on CUDA takes Half and BFloat16 and head sizes that are
+// multiples of 8 up to 256.
+void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
+  if (!device.is_cuda()) {
+    return;
+  }
+  for (const TensorOp* op : fusion.exprs()) {
+    if (op->type() != OpType::SdpaFwd && op->type() != OpType::SdpaBwd) {
+      continue;
+    }
+    const TensorView* query =
+        op->tensorInputs().at(op->type() == OpType::SdpaFwd ? 0 : 1);
+    MDF_TYPE_CHECK(
+        isReducedPrecision(query->dtype()),
+        op->opName(),
+        " on CUDA runs flash attention, which takes BFloat16 or Half, got ",
+        query->dtype(),
+        " for ",
+        query->toString(),
+        "; cast query, key and value first");
+    const Scalar* head_size = query->logicalNoReductions().at(3)->extent();
+    MDF_USER_CHECK(
+        !head_size->isConst() ||
+            (head_size->value() % 8 == 0 && head_size->value() <= 256),
+        op->opName(),
+        " on CUDA runs flash attention, which takes head sizes that are "
+        "multiples of 8 up to 256, got ",
+        head_size->toString());
+  }
+}
+
 } // namespace
 
 FusionExecutorCache::FusionExecutorCache(Fusion& definition)
@@ -69,6 +102,8 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
   std::ostream* out = communicator.rank() == 0 ? &std::cout : nullptr;
   auto show = [&](bool wanted) { return wanted ? out : nullptr; };
 
+  const c10::Device device = programDevice(definition_, inputs);
+  checkDeviceSupport(definition_, device);
   std::unique_ptr<Fusion> fusion = definition_.clone();
   runFusionPasses(
       fusion.get(), {.dump_after_each_pass = show(dump.fusion_ir_passes)});
@@ -76,7 +111,6 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
     *os << fusion->toString() << std::flush;
   }
 
-  const c10::Device device = programDevice(definition_, inputs);
   hir::LoweringOptions lowering;
   lowering.backend = options.backend.value_or(
       device.is_cuda() ? hir::CommunicatorBackend::kNccl

@@ -16,6 +16,7 @@
 #include <ATen/ops/cos.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/erf.h>
 #include <ATen/ops/exp.h>
@@ -213,9 +214,23 @@ void catKernel(KernelCall& call) {
 
 // ------------------------------------------------------------ contractions
 
+// GEMMs run on contiguous operands and outputs: a stream chunk of a batch
+// axis is a strided view, on which cuBLAS falls back to slow batched paths
+// (or ATen's out= variants refuse the layout). Returns the buffer to write,
+// a contiguous temporary when `out` is not contiguous.
+at::Tensor contiguousOut(const at::Tensor& out) {
+  return out.is_contiguous() ? out : at::empty_like(out, at::MemoryFormat::Contiguous);
+}
+
+void finish(const at::Tensor& written, at::Tensor& out) {
+  if (!written.is_same(out)) {
+    out.copy_(written);
+  }
+}
+
 void linearKernel(KernelCall& call) {
   const auto& op = static_cast<const LinearOp&>(call.op);
-  const at::Tensor in = expanded(call, 0);
+  const at::Tensor in = expanded(call, 0).contiguous();
   const at::Tensor weight = call.tensors[1];
   std::optional<at::Tensor> bias;
   if (op.bias() != nullptr) {
@@ -224,12 +239,14 @@ void linearKernel(KernelCall& call) {
   std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
   shape.push_back(weight.size(0));
   at::Tensor out = viewAs(out0(call), shape);
-  at::linear_out(out, in, weight, bias);
+  at::Tensor written = contiguousOut(out);
+  at::linear_out(written, in, weight, bias);
+  finish(written, out);
 }
 
 void matmulKernel(KernelCall& call) {
-  const at::Tensor a = expanded(call, 0);
-  const at::Tensor b = expanded(call, 1);
+  const at::Tensor a = expanded(call, 0).contiguous();
+  const at::Tensor b = expanded(call, 1).contiguous();
   // The batch shape broadcasts as in torch.
   std::vector<int64_t> batch_a(a.sizes().begin(), a.sizes().end() - 2);
   std::vector<int64_t> batch_b(b.sizes().begin(), b.sizes().end() - 2);
@@ -245,7 +262,9 @@ void matmulKernel(KernelCall& call) {
   shape.push_back(a.size(-2));
   shape.push_back(b.size(-1));
   at::Tensor out = viewAs(out0(call), shape);
-  at::matmul_out(out, a, b);
+  at::Tensor written = contiguousOut(out);
+  at::matmul_out(written, a, b);
+  finish(written, out);
 }
 
 void sdpaFwdKernel(KernelCall& call) {

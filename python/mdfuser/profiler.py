@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 _PREFIX = "mdfuser::"
@@ -89,7 +90,9 @@ class PythonProfiler:
     def _collect(prof: profile) -> FusionProfile:
         result = FusionProfile()
         for event in prof.events():
-            if not event.name.startswith(_PREFIX):
+            # On CUDA each range also appears as a device-side annotation;
+            # the host range carries the device time of its kernels.
+            if not event.name.startswith(_PREFIX) or event.device_type != DeviceType.CPU:
                 continue
             name = event.name[len(_PREFIX) :]
             if name == "ForLoop":
@@ -102,7 +105,7 @@ class PythonProfiler:
                     scheduler="communication" if name in _COMMUNICATION else "host_ir",
                     host_time_ms=host_ms,
                     time_ms=device_ms,
-                    device=str(getattr(event, "device_type", "cpu")),
+                    device="cuda" if device_ms > 0 else "cpu",
                     correlation_id=event.id,
                 )
             )
