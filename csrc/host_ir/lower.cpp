@@ -73,8 +73,8 @@ class StreamLoop {
         segment.begin(), segment.end());
     for (TensorOp* op : segment) {
       for (TensorView* out : op->outs()) {
-        const bool used_outside = std::any_of(
-            out->uses().begin(), out->uses().end(), [&](Expr* use) {
+        const bool used_outside =
+            std::any_of(out->uses().begin(), out->uses().end(), [&](Expr* use) {
               return in_segment.count(dynamic_cast<TensorOp*>(use)) == 0;
             });
         if (!fusion.isOutput(out) && !used_outside) {
@@ -106,8 +106,8 @@ class StreamLoop {
     if (own) {
       return view(tv, -1, [&] { return streamChunk(tv, loop_->index()); });
     }
-    ParallelAxis c = findParallelAxis(
-        consumer, ParallelType::Stream, consumer->maybeRoot());
+    ParallelAxis c =
+        findParallelAxis(consumer, ParallelType::Stream, consumer->maybeRoot());
     if (!c || tv == consumer) {
       return tv;
     }
@@ -157,8 +157,8 @@ class Lowerer {
     scope_ = &scope;
     loop_ = loop;
     op_ = op;
-    const bool communication = dynamic_cast<const LoadStoreOp*>(op) != nullptr ||
-        isDeviceSum(op);
+    const bool communication =
+        dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op);
     if (communication && isResharding(op)) {
       lowerResharding(op);
       return;
@@ -220,8 +220,8 @@ class Lowerer {
           continue;
         }
         if (sender == receiver) {
-          scope_->pushBack(hic_.create<LoadStoreOp>(
-              operand(consumer), operand(producer)));
+          scope_->pushBack(
+              hic_.create<LoadStoreOp>(operand(consumer), operand(producer)));
           continue;
         }
         CommunicationSpec pair = spec;
@@ -232,15 +232,16 @@ class Lowerer {
       }
       return;
     }
-    spec.senders = r.type == CommunicationType::Broadcast ||
-            r.type == CommunicationType::Scatter ||
-            r.type == CommunicationType::SendRecv
-        ? std::vector<int64_t>{r.root.value_or(from.devices()[0])}
-        : from.devices();
+    spec.senders =
+        r.type == CommunicationType::Broadcast ||
+                r.type == CommunicationType::Scatter ||
+                r.type == CommunicationType::SendRecv
+            ? std::vector<int64_t>{r.root.value_or(from.devices()[0])}
+            : from.devices();
     spec.receivers = r.type == CommunicationType::Gather ||
-            r.type == CommunicationType::Reduce
-        ? std::vector<int64_t>{*r.root}
-        : to.devices();
+                             r.type == CommunicationType::Reduce
+                         ? std::vector<int64_t>{*r.root}
+                         : to.devices();
     std::vector<int64_t> team = spec.senders;
     team.insert(team.end(), spec.receivers.begin(), spec.receivers.end());
     std::sort(team.begin(), team.end());
@@ -279,8 +280,7 @@ class Lowerer {
     TensorView* out = operand(consumer);
     const std::vector<IterDomain*> logical = consumer->logicalNoReductions();
     for (ParallelType pt : kDeviceParallelTypes) {
-      ParallelAxis c =
-          findParallelAxis(consumer, pt, consumer->logical());
+      ParallelAxis c = findParallelAxis(consumer, pt, consumer->logical());
       if (!c || loopAxis(producer, pt) != nullptr) {
         continue;
       }
@@ -292,16 +292,16 @@ class Lowerer {
       // This device's part: one local extent (one chunk inside a loop).
       Scalar* length = localExtents(consumer)[axis];
       if (loop_ != nullptr && out != consumer) {
-        ParallelAxis stream =
-            findParallelAxis(consumer, ParallelType::Stream, consumer->logical());
+        ParallelAxis stream = findParallelAxis(
+            consumer, ParallelType::Stream, consumer->logical());
         if (stream && stream.source == c.source) {
           length = streamChunk(consumer, loop_->loop()->index()).length;
         }
       }
       Scalar* start = mul(constant(hic_.ir(), index), length);
       TensorView* view = viewOf(hic_, in);
-      scope_->pushBack(hic_.create<ShardByDevice>(
-          view, in, pt, axis, start, length));
+      scope_->pushBack(
+          hic_.create<ShardByDevice>(view, in, pt, axis, start, length));
       in = view;
     }
     scope_->pushBack(hic_.create<LoadStoreOp>(out, in));
@@ -311,7 +311,9 @@ class Lowerer {
   // The position of the producer's device axis that a sum over devices
   // reduces, or -1.
   static int64_t deviceAxisOf(
-      const TensorOp* op, const TensorView* producer, const TensorView* consumer) {
+      const TensorOp* op,
+      const TensorView* producer,
+      const TensorView* consumer) {
     if (!isDeviceSum(op)) {
       return -1;
     }

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <unordered_map>
 
-#include <ATen/record_function.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -328,7 +328,9 @@ std::vector<at::Tensor> HostIrEvaluator::run(
           " unset");
       outputs.push_back(at::empty(
           {0},
-          at::TensorOptions().dtype(toScalarType(out->dtype())).device(device_)));
+          at::TensorOptions()
+              .dtype(toScalarType(out->dtype()))
+              .device(device_)));
       continue;
     }
     outputs.push_back(expandBroadcasts(it->second, out, state.scalars));
