@@ -79,4 +79,11 @@ def test_backward(multidevice_test, mode, streams):
     block = mlp_backward(H, d, mode, streams, DataType.Float)
     got = dict(zip(block.outputs, run(multidevice_test, block, full, torch.float32)))
     for name, leaf in (("x", "x"), ("w1", "w1"), ("b1", "b1"), ("w2", "w2"), ("b2", "b2")):
-        expect(multidevice_test, block, f"grad_{name}", got[f"grad_{name}"], leaves[leaf].grad, torch.float32)
+        expect(
+            multidevice_test,
+            block,
+            f"grad_{name}",
+            got[f"grad_{name}"],
+            leaves[leaf].grad,
+            torch.float32,
+        )
