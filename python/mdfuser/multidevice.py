@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -66,7 +65,7 @@ class MultiDeviceExecutorParams:
     ``use_allocation_cache`` and ``offset_stream_indexing_by_rank`` are
     accepted and have no effect in mdfuser."""
 
-    backend_type: Optional[CommunicatorBackend] = None
+    backend_type: CommunicatorBackend | None = None
     use_allocation_cache: bool = False
     offset_stream_indexing_by_rank: bool = False
 
