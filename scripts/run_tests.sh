@@ -7,8 +7,8 @@
 #      multi-process ones under mpirun -np 2;
 #   3. the compiler stages again under AddressSanitizer and UBSan;
 #   4. pytest in one process (tests/python, multidevice tests at d = 1);
-#   5. the multi-process pytest: tests/python/multidevice under mpirun -np 2,
-#      then -np 1.
+#   5. the multi-process pytest: tests/python/multidevice under mpirun -np 4
+#      (oversubscribed where the machine has fewer cores), -np 2, then -np 1.
 # On a machine without GPUs everything runs on CPU tensors with Gloo; the
 # GPU-only tests skip.
 set -euo pipefail
@@ -56,7 +56,7 @@ run_pytest "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
 
 mpi_args=(--oversubscribe --timeout 900 -x MDFUSER_TIMEOUT_S=120)
 [ "$(id -u)" -ne 0 ] || mpi_args+=(--allow-run-as-root)
-for np in 2 1; do
+for np in 4 2 1; do
   step "pytest tests/python/multidevice under mpirun -np $np"
   run_pytest mpirun "${mpi_args[@]}" -np "$np" -x MDFUSER_PORT=$((29700 + np)) \
     "$PYTHON" -m pytest tests/python/multidevice -q -p no:cacheprovider

@@ -90,6 +90,10 @@ class StreamLoop {
   Scope& body() {
     return loop_->body();
   }
+  // Whether `tv` lives only inside the loop, one chunk at a time.
+  bool isChunkLocal(const TensorView* tv) const {
+    return chunk_local_.count(tv) != 0;
+  }
 
   // What an operation in the loop reads or writes in place of `tv`: `tv`
   // itself when it lives only inside the loop or is not cut by the loop,
@@ -276,8 +280,31 @@ class Lowerer {
     if (!onDevice(consumer, options_.device)) {
       return;
     }
-    TensorView* in = operand(producer);
     TensorView* out = operand(consumer);
+    // Inside a Stream loop: the consumer's stream axis, whose chunk `out` is.
+    ParallelAxis stream;
+    if (loop_ != nullptr && out != consumer) {
+      stream =
+          findParallelAxis(consumer, ParallelType::Stream, consumer->logical());
+    }
+    // A producer without a stream split of its own is chunked like the
+    // consumer, in the consumer's local coordinates; where the consumer is
+    // also split across devices on its stream axis those are not the
+    // (whole) producer's, so the device's part of the chunk is taken from
+    // the whole producer instead.
+    const bool from_whole =
+        stream && !loop_->isChunkLocal(producer) &&
+        !findParallelAxis(
+            producer, ParallelType::Stream, producer->logical()) &&
+        std::any_of(
+            std::begin(kDeviceParallelTypes),
+            std::end(kDeviceParallelTypes),
+            [&](ParallelType pt) {
+              ParallelAxis c =
+                  findParallelAxis(consumer, pt, consumer->logical());
+              return c && c.source == stream.source;
+            });
+    TensorView* in = from_whole ? producer : operand(producer);
     const std::vector<IterDomain*> logical = consumer->logicalNoReductions();
     for (ParallelType pt : kDeviceParallelTypes) {
       ParallelAxis c = findParallelAxis(consumer, pt, consumer->logical());
@@ -287,18 +314,20 @@ class Lowerer {
       const int64_t axis = position(logical, c.source);
       const DeviceMesh& mesh = *consumer->deviceMesh();
       const std::vector<int64_t> team = mesh.team(options_.device, pt);
-      const int64_t index =
-          std::find(team.begin(), team.end(), options_.device) - team.begin();
+      Scalar* index = constant(
+          hic_.ir(),
+          std::find(team.begin(), team.end(), options_.device) - team.begin());
       // This device's part: one local extent (one chunk inside a loop).
       Scalar* length = localExtents(consumer)[axis];
-      if (loop_ != nullptr && out != consumer) {
-        ParallelAxis stream = findParallelAxis(
-            consumer, ParallelType::Stream, consumer->logical());
-        if (stream && stream.source == c.source) {
-          length = streamChunk(consumer, loop_->loop()->index()).length;
-        }
+      Scalar* start = nullptr;
+      if (stream && stream.source == c.source) {
+        const StreamChunk chunk = streamChunk(consumer, loop_->loop()->index());
+        length = chunk.length;
+        start = from_whole ? startInWhole(consumer, stream, c, chunk, index)
+                           : mul(index, length);
+      } else {
+        start = mul(index, length);
       }
-      Scalar* start = mul(constant(hic_.ir(), index), length);
       TensorView* view = viewOf(hic_, in);
       scope_->pushBack(
           hic_.create<ShardByDevice>(view, in, pt, axis, start, length));
@@ -306,6 +335,35 @@ class Lowerer {
     }
     scope_->pushBack(hic_.create<LoadStoreOp>(out, in));
     (void)op;
+  }
+
+  // Where this iteration's chunk of `consumer` on this device (`index` on
+  // the device axis `device`) starts in the whole tensor, along the axis
+  // that both `stream` and `device` split:
+  //   [stream{s}, device{d}, n/(s*d)]  chunk i, then the device's part of it
+  //   [device{d}, stream{s}, ...]      the device's shard, then chunk i of it
+  //                                    (`chunk`, in the shard's coordinates)
+  Scalar* startInWhole(
+      const TensorView* consumer,
+      const ParallelAxis& stream,
+      const ParallelAxis& device,
+      const StreamChunk& chunk,
+      Scalar* index) {
+    auto only = [](const std::vector<IterDomain*>& above,
+                   const IterDomain* allowed) {
+      return above.empty() || (above.size() == 1 && above[0] == allowed);
+    };
+    MDF_USER_CHECK(
+        only(device.above, stream.loop) && only(stream.above, device.loop),
+        "cannot take a device's part of the stream chunks of ",
+        consumer->toString(),
+        ": its stream axis is cut by more than one stream and one device "
+        "split");
+    Scalar* shard_start = mul(index, device.partExtent());
+    if (!device.above.empty()) {
+      return add(mul(loop_->loop()->index(), stream.partExtent()), shard_start);
+    }
+    return add(shard_start, chunk.start);
   }
 
   // The position of the producer's device axis that a sum over devices

@@ -19,6 +19,7 @@ using hir::Communication;
 using hir::CommunicatorBackend;
 using hir::ForLoop;
 using hir::HostIrContainer;
+using hir::ShardByDevice;
 using hir::ShardByStream;
 using hir::Wait;
 
@@ -107,6 +108,64 @@ TEST(Lower, AGatheringSetBecomesAnAllgather) {
   EXPECT_EQ(comm->type(), CommunicationType::Allgather);
   EXPECT_EQ(comm->spec().axis, 0);
   EXPECT_EQ(comm->team(), (std::vector<int64_t>{0, 1}));
+}
+
+// Copies a replicated [t, 3] input into an output split on its rows into
+// s stream chunks and across two devices (stream split above the device
+// split or below it). Returns, per iteration on `device`, the rows
+// [start, start + length) its ShardByDevice takes.
+std::vector<std::pair<int64_t, int64_t>> rowsOfLocalSlice(
+    bool stream_above, int64_t t, int64_t s, int64_t device) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* in = fusion->defineTensor({-1, 3}, {}, DataType::Float);
+  TensorView* out = set(in);
+  fusion->addOutput(out);
+  const DeviceMesh mesh({0, 1});
+  in->setDeviceMesh(mesh);
+  out->setDeviceMesh(mesh);
+  out->outerSplit(0, stream_above ? s : 2);
+  out->parallelize(0, stream_above ? ParallelType::Stream : ParallelType::DIDx);
+  out->outerSplit(1, stream_above ? 2 : s);
+  out->parallelize(1, stream_above ? ParallelType::DIDx : ParallelType::Stream);
+  auto hic = lower(std::move(fusion), {.device = device});
+  auto* loop = dynamic_cast<ForLoop*>(hic->topLevel().exprs().at(0));
+  EXPECT_NE(loop, nullptr);
+  if (loop == nullptr) {
+    return {};
+  }
+  ShardByDevice* part = nullptr;
+  for (Expr* e : loop->body().exprs()) {
+    if (auto* p = dynamic_cast<ShardByDevice*>(e)) {
+      part = p;
+    }
+  }
+  EXPECT_NE(part, nullptr) << hic->toString();
+  if (part == nullptr) {
+    return {};
+  }
+  EXPECT_EQ(part->in(), hic->inputs()[0]) << "a part of the whole input";
+  EXPECT_EQ(part->axis(), 0);
+  ScalarEvaluator eval;
+  eval.bind(hic->inputs()[0]->logical()[0]->extent(), t);
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (int64_t i = 0; i < s; ++i) {
+    eval.bind(loop->index(), i);
+    rows.emplace_back(
+        eval.evaluate(part->start()), eval.evaluate(part->length()));
+  }
+  return rows;
+}
+
+TEST(Lower, LocalSliceIntoStreamChunksTakesTheDevicesPartOfEachChunk) {
+  using Rows = std::vector<std::pair<int64_t, int64_t>>;
+  // [stream{2}, device{2}, 2] of 8 rows: chunk i is rows [4i, 4i + 4), of
+  // which device 1 holds the second half.
+  EXPECT_EQ(rowsOfLocalSlice(true, 8, 2, 1), (Rows{{2, 2}, {6, 2}}));
+  EXPECT_EQ(rowsOfLocalSlice(true, 8, 2, 0), (Rows{{0, 2}, {4, 2}}));
+  // [device{2}, stream{3}, ...] of 10 rows: device 1's shard is rows 5-9,
+  // in chunks of 2, 2 and 1.
+  EXPECT_EQ(rowsOfLocalSlice(false, 10, 3, 1), (Rows{{5, 2}, {7, 2}, {9, 1}}));
+  EXPECT_EQ(rowsOfLocalSlice(false, 10, 3, 0), (Rows{{0, 2}, {2, 2}, {4, 1}}));
 }
 
 // Chunk i of an axis of extent t split into s chunks covers rows
