@@ -104,8 +104,10 @@ bool conformsToClaims(
     const TensorOp* op,
     const std::vector<Claim>& claims,
     const TensorView* producer,
-    const TensorView* consumer) {
-  if (producer->deviceMesh() != consumer->deviceMesh()) {
+    const TensorView* consumer,
+    const DeviceMesh* mesh) {
+  if (mesh == nullptr ? producer->deviceMesh() != consumer->deviceMesh()
+                      : producer->deviceMesh() != *mesh) {
     return false;
   }
   for (ParallelType pt : kDeviceParallelTypes) {

@@ -46,13 +46,14 @@ bool matchesClaims(
     const TensorView* consumer);
 
 // Whether `producer` (a tensor input of op) is laid out as the claims need
-// it: on `consumer`'s mesh, sharded like a claim along each claimed axis it
-// indexes, replicated on every other device parallel type.
+// it: on `mesh` (by default `consumer`'s), sharded like a claim along each
+// claimed axis it indexes, replicated on every other device parallel type.
 bool conformsToClaims(
     const TensorOp* op,
     const std::vector<Claim>& claims,
     const TensorView* producer,
-    const TensorView* consumer);
+    const TensorView* consumer,
+    const DeviceMesh* mesh = nullptr);
 
 // Replays how `from`'s axis `from_axis` (a logical axis) is cut into loop
 // axes onto `to`'s loop axis `to_axis`, which must not have been split: the

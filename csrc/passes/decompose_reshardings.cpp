@@ -112,7 +112,23 @@ class Decomposer {
     if (isCommunication(op) || !op->out()->hasDeviceMesh()) {
       return false;
     }
-    const DeviceMesh& mesh = *op->out()->deviceMesh();
+    const DeviceMesh& out_mesh = *op->out()->deviceMesh();
+    // Where the operation runs: its output's mesh, unless no producer lives
+    // there; then on its first producer's, and the result moves (a sum of
+    // a sharded axis to one device is a local sum and a Reduce, not a
+    // Gather and a sum).
+    DeviceMesh mesh = out_mesh;
+    const std::vector<TensorView*> priority = op->shardingPriority();
+    if (std::none_of(priority.begin(), priority.end(), [&](TensorView* p) {
+          return p->deviceMesh() == out_mesh;
+        })) {
+      for (TensorView* p : priority) {
+        if (p->hasDeviceMesh()) {
+          mesh = *p->deviceMesh();
+          break;
+        }
+      }
+    }
     const std::vector<Claim> claims = outputClaims(op, mesh);
     if (auto* linear = dynamic_cast<LinearOp*>(op); linear != nullptr &&
                                                     linear->bias() != nullptr &&
@@ -125,8 +141,8 @@ class Decomposer {
     std::vector<TensorView*> ins = op->tensorInputs();
     bool resharded = false;
     for (TensorView*& in : ins) {
-      if (!conformsToClaims(op, claims, in, op->out())) {
-        in = reshard(op, claims, in);
+      if (!conformsToClaims(op, claims, in, op->out(), &mesh)) {
+        in = reshard(op, claims, in, mesh);
         resharded = true;
       }
     }
@@ -142,7 +158,7 @@ class Decomposer {
     const std::vector<TensorView*> outs = op->outs();
     for (size_t i = 0; i < outs.size(); ++i) {
       TensorView* out = outs[i];
-      if (matchesClaims(op, claims, out)) {
+      if (mesh == out_mesh && matchesClaims(op, claims, out)) {
         if (hasDeviceReduction(out)) {
           reduceOverDevices(out);
           changed = true;
@@ -151,6 +167,7 @@ class Decomposer {
       }
       // Compute the claimed sharding, then move it to the user's.
       TensorView* natural = newTensorLike(out, true, false);
+      natural->setDeviceMesh(mesh);
       applyClaims(op, claims, out, natural);
       copyStream(out, natural);
       op = replaceOutput(op, i, natural);
@@ -245,11 +262,14 @@ class Decomposer {
 
   // `in`, laid out as `op`'s claims need: p2 = set(in), reused.
   TensorView* reshard(
-      const TensorOp* op, const std::vector<Claim>& claims, TensorView* in) {
+      const TensorOp* op,
+      const std::vector<Claim>& claims,
+      TensorView* in,
+      const DeviceMesh& mesh) {
     const TensorView* consumer = op->out();
     // The layout asked for: per claim, which axis of `in` carries it.
-    std::string key = "T" + std::to_string(in->name()) + " on " +
-                      consumer->deviceMesh()->toString();
+    std::string key =
+        "T" + std::to_string(in->name()) + " on " + mesh.toString();
     std::vector<std::pair<const Claim*, IterDomain*>> wanted;
     const std::vector<AxisMapping> map =
         op->mapProducerToConsumer(in, consumer);
@@ -268,7 +288,7 @@ class Decomposer {
       return it->second;
     }
     TensorView* out = newTensorLike(in, false, false);
-    out->setDeviceMesh(*consumer->deviceMesh());
+    out->setDeviceMesh(mesh);
     const std::vector<IterDomain*> in_ids = in->logicalNoReductions();
     for (auto [claim, axis] : wanted) {
       auto pos = std::find(in_ids.begin(), in_ids.end(), axis) - in_ids.begin();

@@ -312,5 +312,28 @@ TEST(DecomposeReshardings, AnUnsplitDeviceReductionLeavesOnePartialPerDevice) {
   EXPECT_EQ(chooseResharding(exprs[1]).type, CommunicationType::Allreduce);
 }
 
+TEST(DecomposeReshardings, ASumToOneDeviceIsALocalSumAndAReduce) {
+  // x on {0 1} split along the summed rows, the sum on {1}: each device
+  // sums its rows where they are, and the partial sums are reduced to 1.
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 5}, {}, DataType::Float);
+  TensorView* y = reduce(OpType::Sum, x, {0});
+  fusion.addOutput(y);
+  x->setDeviceMesh(kMesh);
+  x->outerSplit(0, 2);
+  x->parallelize(0, ParallelType::DIDx);
+  y->setDeviceMesh(DeviceMesh({1}));
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u) << fusion.toString();
+  EXPECT_EQ(exprs[0]->out()->deviceMesh(), kMesh);
+  EXPECT_FALSE(isResharding(exprs[0]));
+  EXPECT_EQ(exprs[1]->out(), y);
+  const Resharding r = chooseResharding(exprs[1]);
+  EXPECT_EQ(r.type, CommunicationType::Reduce);
+  EXPECT_EQ(r.root, 1);
+}
+
 } // namespace
 } // namespace mdfuser

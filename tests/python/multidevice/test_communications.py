@@ -142,12 +142,6 @@ def test_allreduce(multidevice_test, op):
         assert "op=" not in line, line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="InplaceAllreduce makes the local sum write the allreduce output, whose "
-    "reduction axes the reduction kernel then reads as the reduced input axes",
-)
 def test_allreduce_of_a_sum_over_several_axes(multidevice_test):
     d = multidevice_test.size
     with FusionDefinition() as fd:

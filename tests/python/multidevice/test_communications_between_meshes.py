@@ -214,12 +214,6 @@ def test_reduce(multidevice_test, src, root, op):
     check(multidevice_test, fd, full, expected, [root], None, "Reduce", ranks, *fields)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decomposeReshardings computes the sum on the output's mesh: it "
-    "gathers x to the root and sums there instead of summing locally and "
-    "reducing",
-)
 def test_reduce_of_a_split_axis(multidevice_test):
     """Two rows per device: a local sum, then a Reduce of one row each."""
     multidevice_test.require(2)
