@@ -44,10 +44,10 @@ DataType defaultDtype(const Literal::Value& value) {
 Literal::Literal(IrContainer* container, Value value, DataType dtype)
     : Val(container), value_(value), dtype_(dtype) {
   const bool fits = std::holds_alternative<bool>(value)
-      ? dtype == DataType::Bool
-      : std::holds_alternative<int64_t>(value)
-      ? isIntegralType(dtype) || isFloatingType(dtype)
-      : isFloatingType(dtype);
+                        ? dtype == DataType::Bool
+                    : std::holds_alternative<int64_t>(value)
+                        ? isIntegralType(dtype) || isFloatingType(dtype)
+                        : isFloatingType(dtype);
   MDF_TYPE_CHECK(
       fits,
       "define_scalar: ",

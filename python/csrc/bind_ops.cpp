@@ -19,14 +19,34 @@ namespace {
 
 std::string describe(const py::handle& h) {
   return std::string(py::repr(h)) + " (" +
-      std::string(py::str(py::type::handle_of(h).attr("__name__"))) + ")";
+         std::string(py::str(py::type::handle_of(h).attr("__name__"))) + ")";
+}
+
+// A Python int as int64_t; ValueError naming `what` when it does not fit.
+int64_t toInt64(const py::handle& h, std::string_view what) {
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  MDF_USER_CHECK(
+      overflow == 0,
+      what,
+      " ",
+      std::string(py::repr(h)),
+      " does not fit in 64 bits");
+  if (value == -1 && PyErr_Occurred()) {
+    throw py::error_already_set();
+  }
+  return static_cast<int64_t>(value);
 }
 
 // An operand: a value of `fusion`, or a Python number made a literal of it.
 Val* toVal(
     Fusion& fusion, const py::handle& h, std::string_view op, size_t index) {
   MDF_TYPE_CHECK(
-      !h.is_none(), op, ": operand ", index, " must be a tensor or a number, got None");
+      !h.is_none(),
+      op,
+      ": operand ",
+      index,
+      " must be a tensor or a number, got None");
   if (py::isinstance<Val>(h)) {
     Val* val = h.cast<Val*>();
     MDF_USER_CHECK(
@@ -43,7 +63,8 @@ Val* toVal(
     return fusion.create<Literal>(h.cast<bool>(), DataType::Bool);
   }
   if (py::isinstance<py::int_>(h)) {
-    return fusion.create<Literal>(h.cast<int64_t>(), DataType::Int);
+    return fusion.create<Literal>(
+        toInt64(h, detail::concat(op, ": operand ", index)), DataType::Int);
   }
   if (py::isinstance<py::float_>(h)) {
     return fusion.create<Literal>(h.cast<double>(), DataType::Double);
@@ -78,7 +99,7 @@ TensorView* toTensor(
 // A static or symbolic extent: an int, or a Scalar of the fusion.
 Scalar* toExtent(Fusion& fusion, const py::handle& h, std::string_view op) {
   if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
-    return constant(&fusion, h.cast<int64_t>());
+    return constant(&fusion, toInt64(h, detail::concat(op, ": extent")));
   }
   if (py::isinstance<Scalar>(h)) {
     auto* s = h.cast<Scalar*>();
@@ -99,8 +120,7 @@ Scalar* toExtent(Fusion& fusion, const py::handle& h, std::string_view op) {
         l->toString());
     return constant(&fusion, std::get<int64_t>(l->value()));
   }
-  MDF_TYPE_CHECK(
-      false, op, ": extents are ints or Scalars, got ", describe(h));
+  MDF_TYPE_CHECK(false, op, ": extents are ints or Scalars, got ", describe(h));
   return nullptr;
 }
 
@@ -137,11 +157,14 @@ std::optional<T> attribute(const py::handle& h, std::string_view what) {
 }
 
 std::vector<int64_t> toInts(const py::handle& h, std::string_view what) {
-  if (py::isinstance<py::int_>(h)) {
-    return {h.cast<int64_t>()};
+  if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
+    return {toInt64(h, what)};
   }
   MDF_TYPE_CHECK(
-      py::isinstance<py::sequence>(h), what, " must be a list of ints, got ", describe(h));
+      py::isinstance<py::sequence>(h),
+      what,
+      " must be a list of ints, got ",
+      describe(h));
   std::vector<int64_t> result;
   for (const py::handle& x : h) {
     MDF_TYPE_CHECK(
@@ -149,7 +172,7 @@ std::vector<int64_t> toInts(const py::handle& h, std::string_view what) {
         what,
         " must be a list of ints, got ",
         describe(x));
-    result.push_back(x.cast<int64_t>());
+    result.push_back(toInt64(x, what));
   }
   return result;
 }
@@ -159,6 +182,18 @@ constexpr auto kRef = py::return_value_policy::reference;
 } // namespace
 
 void bindOps(py::module_& m) {
+  m.def(
+      "_pointwise_ops",
+      [](int arity) {
+        std::vector<std::string> names;
+        for (const OpInfo* info : pointwiseOps(arity)) {
+          names.emplace_back(info->name);
+        }
+        return names;
+      },
+      py::arg("arity"),
+      "The names of the pointwise operations of `arity` operands bound from "
+      "the operation table, in table order.");
   for (const OpInfo* info : pointwiseOps(1)) {
     const OpType type = info->type;
     const std::string name(info->name);
@@ -250,7 +285,8 @@ void bindOps(py::module_& m) {
           return reduce(
               type,
               toTensor(fusion, x, name, 0),
-              dims.is_none() ? std::vector<int64_t>{} : toInts(dims, name + ": dims"),
+              dims.is_none() ? std::vector<int64_t>{}
+                             : toInts(dims, name + ": dims"),
               keepdim,
               dtype);
         },
@@ -263,10 +299,14 @@ void bindOps(py::module_& m) {
   }
   m.def(
       "_mean",
-      [](Fusion& fusion, const py::handle& x, const py::handle& dims, bool keepdim) {
+      [](Fusion& fusion,
+         const py::handle& x,
+         const py::handle& dims,
+         bool keepdim) {
         return mean(
             toTensor(fusion, x, "mean", 0),
-            dims.is_none() ? std::vector<int64_t>{} : toInts(dims, "mean: dims"),
+            dims.is_none() ? std::vector<int64_t>{}
+                           : toInts(dims, "mean: dims"),
             keepdim);
       },
       py::arg("fusion"),
@@ -283,11 +323,11 @@ void bindOps(py::module_& m) {
          bool keepdim) {
         auto [var, mean] = varMean(
             toTensor(fusion, x, "var_mean", 0),
-            dims.is_none() ? std::vector<int64_t>{} : toInts(dims, "var_mean: dims"),
+            dims.is_none() ? std::vector<int64_t>{}
+                           : toInts(dims, "var_mean: dims"),
             correction,
             keepdim);
-        return py::make_tuple(
-            py::cast(var, kRef), py::cast(mean, kRef));
+        return py::make_tuple(py::cast(var, kRef), py::cast(mean, kRef));
       },
       py::arg("fusion"),
       py::arg("x"),

@@ -95,6 +95,7 @@ class _Ops:
     def stride_order(self, arg: TensorView, stride_order: Sequence[int]) -> TensorView:
         """A copy of `arg`. mdfuser keeps buffers row-major, so the memory
         layout asked for is not applied; the values are the same."""
+        self._check(arg, "stride_order")
         if sorted(stride_order) != list(range(arg.ndim)):
             raise ValueError(
                 f"stride_order: {list(stride_order)} is not a permutation of 0..{arg.ndim - 1}"

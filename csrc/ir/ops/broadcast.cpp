@@ -66,7 +66,8 @@ TensorView* build(
     TensorView* in,
     std::vector<IterDomain*> out_ids,
     std::vector<bool> is_new) {
-  TensorView* out = ops::newTensor(in->container(), std::move(out_ids), in->dtype());
+  TensorView* out =
+      ops::newTensor(in->container(), std::move(out_ids), in->dtype());
   in->container()
       ->create<BroadcastOp>(out, in, std::move(is_new))
       ->registerAsDefinition();
@@ -123,7 +124,8 @@ TensorView* broadcastInDim(
       " dimensions; expected one output position per input dimension");
   std::vector<int64_t> position(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    position[i] = ops::normalizeDim(broadcast_dims[i], rank, "broadcast_in_dim");
+    position[i] =
+        ops::normalizeDim(broadcast_dims[i], rank, "broadcast_in_dim");
     MDF_USER_CHECK(
         i == 0 || position[i] > position[i - 1],
         "broadcast_in_dim: broadcast_dims=",
@@ -137,6 +139,13 @@ TensorView* broadcastInDim(
   for (int64_t pos = 0; pos < rank; ++pos) {
     Scalar* extent = shape[pos];
     MDF_CHECK(extent != nullptr);
+    MDF_USER_CHECK(
+        !extent->isConst() || extent->value() >= 0,
+        "broadcast_in_dim: shape[",
+        pos,
+        "] is ",
+        extent->value(),
+        "; expected an extent >= 0 or a Scalar");
     if (next < ids.size() && position[next] == pos) {
       IterDomain* id = ids[next++];
       is_new[pos] = false;

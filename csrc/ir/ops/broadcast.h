@@ -39,7 +39,8 @@ class BroadcastOp : public TensorOp {
 
 // Inserts a broadcast axis of extent 1 wherever `is_broadcast_dim` is true;
 // the other entries are the axes of `in`, in order.
-TensorView* broadcast(TensorView* in, const std::vector<bool>& is_broadcast_dim);
+TensorView* broadcast(
+    TensorView* in, const std::vector<bool>& is_broadcast_dim);
 
 // nvFuser's broadcast_in_dim: the output has `shape`, axis i of `in` goes to
 // position broadcast_dims[i] (strictly increasing), the other positions are

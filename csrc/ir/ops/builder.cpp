@@ -12,7 +12,12 @@ TensorView* requireTensor(
   MDF_TYPE_CHECK(val != nullptr, op, ": ", role, " must be a tensor, got None");
   auto* tv = dynamic_cast<TensorView*>(val);
   MDF_TYPE_CHECK(
-      tv != nullptr, op, ": ", role, " must be a tensor, got ", val->toString());
+      tv != nullptr,
+      op,
+      ": ",
+      role,
+      " must be a tensor, got ",
+      val->toString());
   return tv;
 }
 

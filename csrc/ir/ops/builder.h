@@ -19,8 +19,7 @@ void requireSameFusion(const std::vector<Val*>& operands, std::string_view op);
 
 // Records that two extents must agree. Constant mismatches fail now
 // (ValueError); symbolic ones are checked when inputs arrive.
-void requireEqualExtents(
-    Scalar* a, Scalar* b, const std::string& what);
+void requireEqualExtents(Scalar* a, Scalar* b, const std::string& what);
 
 // A new axis with `like`'s extent.
 IterDomain* freshAxis(IterDomain* like, IterType type);

@@ -63,9 +63,7 @@ std::pair<TensorView*, TensorView*> varMean(
   ops::requireTensor(in, "var_mean", "input");
   requireFloating(in, "var_mean");
   MDF_USER_CHECK(
-      correction >= 0,
-      "var_mean: correction must be >= 0, got ",
-      correction);
+      correction >= 0, "var_mean: correction must be >= 0, got ", correction);
   const std::vector<IterDomain*> ids = in->logicalNoReductions();
   const auto rank = static_cast<int64_t>(ids.size());
   const std::vector<int64_t> reduced = reductionDims(dims, rank, "var_mean");
@@ -77,8 +75,9 @@ std::pair<TensorView*, TensorView*> varMean(
   TensorView* diff = binaryOp(OpType::Sub, x, mean_kept);
   TensorView* sq_sum =
       reduce(OpType::Sum, binaryOp(OpType::Mul, diff, diff), reduced, keepdim);
-  Scalar* dof = max(sub(n, constant(in->container(), correction)),
-                    constant(in->container(), 0));
+  Scalar* dof =
+      max(sub(n, constant(in->container(), correction)),
+          constant(in->container(), 0));
   TensorView* var = binaryOp(OpType::Div, sq_sum, dof);
 
   TensorView* mean_out = keepdim ? mean_kept : squeeze(mean_kept, reduced);

@@ -57,7 +57,8 @@ void mapBatch(
     const size_t pos = out_batch - batch + i;
     if (!p[i]->isBroadcast() &&
         !(p[i]->extent()->isConst() && p[i]->extent()->value() == 1 &&
-          !(out[pos]->extent()->isConst() && out[pos]->extent()->value() == 1))) {
+          !(out[pos]->extent()->isConst() &&
+            out[pos]->extent()->value() == 1))) {
       result.push_back({p[i], out[pos]});
     }
   }
@@ -73,7 +74,8 @@ LinearOp::LinearOp(
     TensorView* in,
     TensorView* weight,
     TensorView* bias)
-    : TensorOp(container, OpType::Linear, operands({in, weight, bias}), {out}) {}
+    : TensorOp(container, OpType::Linear, operands({in, weight, bias}), {out}) {
+}
 
 TensorView* LinearOp::in() const {
   return static_cast<TensorView*>(input(0));
@@ -279,7 +281,8 @@ TensorView* matmul(TensorView* a, TensorView* b) {
     IterDomain* like = x == nullptr || (unit(x) && y != nullptr) ? y : x;
     out_ids.push_back(ops::freshAxis(like, like->iterType()));
   }
-  out_ids.push_back(ops::freshAxis(a_ids[a_ids.size() - 2], IterType::Iteration));
+  out_ids.push_back(
+      ops::freshAxis(a_ids[a_ids.size() - 2], IterType::Iteration));
   out_ids.push_back(ops::freshAxis(b_ids.back(), IterType::Iteration));
   out_ids.push_back(ops::freshAxis(a_ids.back(), IterType::Reduction));
   TensorView* out = ops::newTensor(container, out_ids, a->dtype());

@@ -118,13 +118,24 @@ TensorView* build(
       ": at least one operand must be a tensor, got ",
       operands.size() == 1 ? "a " + kindOf(operands[0]) : "only scalars");
 
-  const DataType promoted =
-      resultType(promotion, PromotionKind::kDefault);
+  const DataType promoted = resultType(promotion, PromotionKind::kDefault);
   MDF_TYPE_CHECK(
       !(info.operand_types == OperandTypes::kNotBool &&
         promoted == DataType::Bool),
       info.name,
       " does not take Bool operands (as in torch); cast them first");
+  if (info.operand_types == OperandTypes::kNoBoolOperand) {
+    for (size_t i = 0; i < operands.size(); ++i) {
+      MDF_TYPE_CHECK(
+          operandDtype(operands[i]) != DataType::Bool,
+          info.name,
+          " does not take Bool operands (as in torch), got operand ",
+          i,
+          " ",
+          operands[i]->toString(),
+          "; cast it first");
+    }
+  }
   MDF_TYPE_CHECK(
       !(info.operand_types == OperandTypes::kFloatingOnly &&
         !isFloatingType(promoted)),
@@ -153,7 +164,8 @@ PointwiseOp::PointwiseOp(
     std::vector<Val*> operands)
     : TensorOp(container, type, std::move(operands), {out}) {
   const OpInfo& info = opInfo(type);
-  MDF_CHECK(info.family == OpFamily::kPointwise, info.name, " is not pointwise");
+  MDF_CHECK(
+      info.family == OpFamily::kPointwise, info.name, " is not pointwise");
   MDF_CHECK_EQ(
       static_cast<int>(inputs().size()), info.arity, "operands of ", info.name);
 }

@@ -98,9 +98,8 @@ TensorView* reduce(
   const std::vector<int64_t> reduced = reductionDims(dims, rank, name);
 
   if (dtype == DataType::Null) {
-    dtype = type == OpType::Sum && !isFloatingType(in->dtype())
-        ? DataType::Int
-        : in->dtype();
+    dtype = type == OpType::Sum && !isFloatingType(in->dtype()) ? DataType::Int
+                                                                : in->dtype();
   }
   MDF_TYPE_CHECK(
       type == OpType::Sum || dtype == in->dtype(),
@@ -115,9 +114,7 @@ TensorView* reduce(
         ids[i], is_reduced ? IterType::Reduction : ids[i]->iterType()));
   }
   TensorView* out = ops::newTensor(in->container(), out_ids, dtype);
-  in->container()
-      ->create<ReductionOp>(type, out, in)
-      ->registerAsDefinition();
+  in->container()->create<ReductionOp>(type, out, in)->registerAsDefinition();
   if (!keepdim) {
     return out;
   }

@@ -9,7 +9,8 @@ namespace mdfuser {
 
 namespace {
 
-std::vector<Val*> withStarts(TensorView* in, const std::vector<Scalar*>& starts) {
+std::vector<Val*> withStarts(
+    TensorView* in, const std::vector<Scalar*>& starts) {
   std::vector<Val*> inputs = {in};
   inputs.insert(inputs.end(), starts.begin(), starts.end());
   return inputs;
@@ -37,8 +38,8 @@ bool SliceOp::isWhole(size_t axis) const {
   const Scalar* start = starts_.at(axis);
   const bool from_zero = start->isConst() && start->value() == 0;
   const bool same_extent = in_extent == out_extent ||
-      (in_extent->isConst() && out_extent->isConst() &&
-       in_extent->value() == out_extent->value());
+                           (in_extent->isConst() && out_extent->isConst() &&
+                            in_extent->value() == out_extent->value());
   return from_zero && same_extent;
 }
 
@@ -136,8 +137,8 @@ TensorView* slice(
         i,
         " is an expanded broadcast");
     Scalar* length = end == extent && start->isConst() && start->value() == 0
-        ? extent
-        : sub(end, start);
+                         ? extent
+                         : sub(end, start);
     out_ids.push_back(container->create<IterDomain>(length));
   }
   TensorView* out = ops::newTensor(container, out_ids, in->dtype());
@@ -148,10 +149,7 @@ TensorView* slice(
 // ------------------------------------------------------------------- CatOp
 
 CatOp::CatOp(
-    IrContainer* container,
-    TensorView* out,
-    std::vector<Val*> ins,
-    int64_t dim)
+    IrContainer* container, TensorView* out, std::vector<Val*> ins, int64_t dim)
     : TensorOp(container, OpType::Cat, std::move(ins), {out}), dim_(dim) {}
 
 std::vector<AxisMapping> CatOp::mapProducerToConsumer(
@@ -226,8 +224,8 @@ TensorView* cat(const std::vector<TensorView*>& ins, int64_t dim) {
   std::vector<IterDomain*> out_ids;
   IrContainer* container = ins[0]->container();
   for (int64_t a = 0; a < rank; ++a) {
-    out_ids.push_back(container->create<IterDomain>(
-        a == d ? total : first[a]->extent()));
+    out_ids.push_back(
+        container->create<IterDomain>(a == d ? total : first[a]->extent()));
   }
   TensorView* out = ops::newTensor(container, out_ids, ins[0]->dtype());
   container->create<CatOp>(out, std::move(operands), d)->registerAsDefinition();

@@ -84,8 +84,9 @@ TensorView* squeeze(
         in->toString(),
         " has extent ",
         id->extent()->toString(),
-        id->isExpanded() ? " (an expanded broadcast; pass squeeze_expanded=True)"
-                         : "",
+        id->isExpanded()
+            ? " (an expanded broadcast; pass squeeze_expanded=True)"
+            : "",
         "; only dimensions of extent 1 can be squeezed");
     removed[n] = true;
   }

@@ -47,13 +47,16 @@ TensorOp* TensorOp::withTensors(
   size_t next = 0;
   for (Val*& in : ins) {
     if (dynamic_cast<TensorView*>(in) != nullptr) {
-      MDF_CHECK_LT(next, tensor_inputs.size(), "too few tensors for ", opName());
+      MDF_CHECK_LT(
+          next, tensor_inputs.size(), "too few tensors for ", opName());
       in = tensor_inputs[next++];
     }
   }
   MDF_CHECK_EQ(next, tensor_inputs.size(), "too many tensors for ", opName());
   return recreate(
-      container(), std::move(ins), std::vector<Val*>(outputs.begin(), outputs.end()));
+      container(),
+      std::move(ins),
+      std::vector<Val*>(outputs.begin(), outputs.end()));
 }
 
 std::string TensorOp::toString() const {
