@@ -62,7 +62,8 @@ std::vector<IterDomain*> requireRank4(
 
 void requireSame(
     IterDomain* a, IterDomain* b, const char* op, const std::string& what) {
-  ops::requireEqualExtents(a->extent(), b->extent(), std::string(op) + ": " + what);
+  ops::requireEqualExtents(
+      a->extent(), b->extent(), std::string(op) + ": " + what);
 }
 
 void checkDropout(double dropout_p, const char* op) {
@@ -79,7 +80,8 @@ void checkDropout(double dropout_p, const char* op) {
 struct Qkv {
   std::vector<IterDomain*> q, k, v;
 };
-Qkv checkQkv(TensorView* query, TensorView* key, TensorView* value, const char* op) {
+Qkv checkQkv(
+    TensorView* query, TensorView* key, TensorView* value, const char* op) {
   Qkv ids{
       requireRank4(query, op, "query"),
       requireRank4(key, op, "key"),
@@ -96,9 +98,12 @@ Qkv checkQkv(TensorView* query, TensorView* key, TensorView* value, const char* 
   requireSame(ids.q[0], ids.k[0], op, "the batch sizes of query and key");
   requireSame(ids.q[0], ids.v[0], op, "the batch sizes of query and value");
   requireSame(ids.q[1], ids.k[1], op, "the numbers of heads of query and key");
-  requireSame(ids.q[1], ids.v[1], op, "the numbers of heads of query and value");
+  requireSame(
+      ids.q[1], ids.v[1], op, "the numbers of heads of query and value");
   requireSame(ids.k[2], ids.v[2], op, "the sequence lengths of key and value");
   requireSame(ids.q[3], ids.k[3], op, "the head sizes of query and key");
+  // ATen's flash attention kernels, CPU and CUDA, take one head size.
+  requireSame(ids.q[3], ids.v[3], op, "the head sizes of query and value");
   return ids;
 }
 
@@ -109,7 +114,8 @@ SdpaFwdOp::SdpaFwdOp(
     std::vector<Val*> outputs,
     std::vector<Val*> inputs,
     SdpaOptions options)
-    : TensorOp(container, OpType::SdpaFwd, std::move(inputs), std::move(outputs)),
+    : TensorOp(
+          container, OpType::SdpaFwd, std::move(inputs), std::move(outputs)),
       options_(options) {
   MDF_CHECK_EQ(this->inputs().size(), size_t{3});
   MDF_CHECK_EQ(this->outputs().size(), size_t{4});
@@ -137,7 +143,8 @@ SdpaBwdOp::SdpaBwdOp(
     std::vector<Val*> outputs,
     std::vector<Val*> inputs,
     SdpaOptions options)
-    : TensorOp(container, OpType::SdpaBwd, std::move(inputs), std::move(outputs)),
+    : TensorOp(
+          container, OpType::SdpaBwd, std::move(inputs), std::move(outputs)),
       options_(options) {
   MDF_CHECK_EQ(this->inputs().size(), size_t{6});
   MDF_CHECK_EQ(this->outputs().size(), size_t{3});
@@ -207,7 +214,8 @@ SdpaBwdResult sdpfaBwd(
       {grad_output, query, key, value, output, log_sumexp}, op);
   const Qkv ids = checkQkv(query, key, value, op);
   checkDropout(dropout_p, op);
-  const std::vector<IterDomain*> g = requireRank4(grad_output, op, "grad_output");
+  const std::vector<IterDomain*> g =
+      requireRank4(grad_output, op, "grad_output");
   const std::vector<IterDomain*> o = requireRank4(output, op, "output");
   ops::requireTensor(log_sumexp, op, "log_sumexp");
   const std::vector<IterDomain*> l = log_sumexp->logicalNoReductions();
