@@ -256,8 +256,12 @@ void bindOps(py::module_& m) {
       kRef);
   m.def(
       "cast",
-      [](Fusion& fusion, const py::handle& x, DataType dtype) {
-        return cast(toVal(fusion, x, "cast", 0), dtype);
+      [](Fusion& fusion, const py::handle& x, const py::handle& dtype) {
+        MDF_TYPE_CHECK(
+            py::isinstance<DataType>(dtype),
+            "cast: dtype must be an mdfuser.DataType, got ",
+            describe(dtype));
+        return cast(toVal(fusion, x, "cast", 0), dtype.cast<DataType>());
       },
       py::arg("fusion"),
       py::arg("x"),

@@ -241,3 +241,7 @@ def test_cast_needs_a_tensor_and_a_dtype():
         run1(lambda fd, t: fd.ops.cast(2.0, DataType.Int), torch.ones(1))
     with pytest.raises(TypeError, match="cast: the target dtype must not be Null"):
         run1(lambda fd, t: fd.ops.cast(t, DataType.Null), torch.ones(1))
+    with pytest.raises(
+        TypeError, match=r"cast: dtype must be an mdfuser.DataType, got torch.float32"
+    ):
+        run1(lambda fd, t: fd.ops.cast(t, torch.float32), torch.ones(1))

@@ -175,3 +175,15 @@ def test_a_zero_dimensional_reduction_is_a_value_error():
 def test_negative_correction_is_a_value_error():
     with pytest.raises(ValueError, match="var_mean: correction must be >= 0, got -1"):
         run1(lambda fd, t: fd.ops.var_mean(t, [0], correction=-1), torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("correction", [0.5, "1", True])
+def test_a_correction_that_is_not_an_int_is_a_type_error(correction):
+    # torch takes a fractional correction; mdfuser would have truncated it.
+    with pytest.raises(TypeError, match=f"var_mean: correction must be an int, got {correction!r}"):
+        run1(lambda fd, t: fd.ops.var(t, [0], correction=correction), torch.ones(2, 3))
+
+
+def test_a_keepdim_that_is_not_a_bool_is_a_type_error():
+    with pytest.raises(TypeError, match="mean: keepdim must be a bool, got 'yes'"):
+        run1(lambda fd, t: fd.ops.mean(t, [0], keepdim="yes"), torch.ones(2, 3))
