@@ -21,6 +21,7 @@ class ReductionOp : public TensorOp {
   // Positions of the reduced axes in out's logical domain.
   std::vector<int64_t> reducedDims() const;
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(
