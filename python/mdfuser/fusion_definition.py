@@ -47,8 +47,9 @@ class _Ops:
     """The operations of a FusionDefinition, as ``fd.ops.<name>``.
 
     Pointwise operations take tensors, scalars (``fd.define_scalar``) and
-    Python numbers, with torch's broadcasting and type promotion; see
-    doc/ops.md for every operation and how it shards.
+    Python numbers, with torch's broadcasting and type promotion. Each
+    family's header in csrc/ir/ops/ says what its operations take and how
+    they shard; tests/python/test_ops_*.py show each against torch.
     """
 
     def __init__(self, fusion: _C.Fusion) -> None:
