@@ -137,6 +137,8 @@ OPERANDS = [
     (DataType.Int, True),
     (2, DataType.Int),
     (DataType.Int32, Scalar(2, DataType.Int32)),
+    (DataType.Int, Scalar(2, DataType.Int32)),
+    (DataType.Bool, Scalar(3, DataType.Int32)),
     (DataType.Int32, Scalar(2, DataType.Float)),
     (DataType.BFloat16, Scalar(0.5)),
 ]
