@@ -191,7 +191,8 @@ TEST(MapProducerToConsumer, LinearMapsInFeaturesToTheReduction) {
   EXPECT_EQ(
       pairs(op->mapProducerToConsumer(w)),
       (Pairs{{w->logical()[0], o[2]}, {w->logical()[1], o[3]}}));
-  EXPECT_EQ(pairs(op->mapProducerToConsumer(b)), (Pairs{{b->logical()[0], o[2]}}));
+  EXPECT_EQ(
+      pairs(op->mapProducerToConsumer(b)), (Pairs{{b->logical()[0], o[2]}}));
 }
 
 TEST(MapProducerToConsumer, MatmulAndSet) {
