@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/kernels.h"
 
+#include <algorithm>
 #include <array>
 
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
@@ -86,15 +87,25 @@ at::Tensor operand(const KernelCall& call, size_t i) {
 }
 
 // Tensor operand i with its expanded broadcast axes at their full extent,
-// for operations that do not broadcast on their own.
-at::Tensor expanded(const KernelCall& call, size_t i) {
+// for operations that need the repeated elements: a reduction over such an
+// axis, a concatenation. Everywhere else an expanded axis stays one element
+// wide, as in its buffer and in the buffers of outputs that keep it
+// broadcast. `only`, when given, lists the axes to expand.
+at::Tensor expanded(
+    const KernelCall& call,
+    size_t i,
+    const std::vector<int64_t>* only = nullptr) {
   const at::Tensor& t = call.tensors.at(i);
   const auto* tv = static_cast<const TensorView*>(call.op.input(i));
   const std::vector<IterDomain*> ids = tv->logicalNoReductions();
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   bool any = false;
   for (size_t a = 0; a < ids.size() && a < shape.size(); ++a) {
-    if (ids[a]->isExpanded()) {
+    const bool wanted =
+        only == nullptr ||
+        std::find(only->begin(), only->end(), static_cast<int64_t>(a)) !=
+            only->end();
+    if (ids[a]->isExpanded() && wanted) {
       shape[a] = call.extents.evaluate(ids[a]->extent());
       any = true;
     }
@@ -162,9 +173,9 @@ std::vector<int64_t> withoutDims(
 }
 
 void reduction(KernelCall& call) {
-  const at::Tensor in = expanded(call, 0);
   const std::vector<int64_t>& dims =
       static_cast<const ReductionOp&>(call.op).reducedDims();
+  const at::Tensor in = expanded(call, 0, &dims);
   at::Tensor out = viewAs(out0(call), withoutDims(in.sizes(), dims));
   switch (call.op.type()) {
     case OpType::Sum:
@@ -184,7 +195,7 @@ void reduction(KernelCall& call) {
 // ---------------------------------------------------------- data movement
 
 void setKernel(KernelCall& call) {
-  out0(call).copy_(expanded(call, 0).reshape(out0(call).sizes()));
+  out0(call).copy_(call.tensors[0].reshape(out0(call).sizes()));
 }
 
 void reshapeKernel(KernelCall& call) {
@@ -209,7 +220,11 @@ void sliceKernel(KernelCall& call) {
 
 void catKernel(KernelCall& call) {
   const auto& op = static_cast<const CatOp&>(call.op);
-  at::cat_out(out0(call), call.tensors, op.dim());
+  std::vector<at::Tensor> ins;
+  for (size_t i = 0; i < call.tensors.size(); ++i) {
+    ins.push_back(expanded(call, i));
+  }
+  at::cat_out(out0(call), ins, op.dim());
 }
 
 // ------------------------------------------------------------ contractions
@@ -230,8 +245,8 @@ void finish(const at::Tensor& written, at::Tensor& out) {
 
 void linearKernel(KernelCall& call) {
   const auto& op = static_cast<const LinearOp&>(call.op);
-  const at::Tensor in = expanded(call, 0).contiguous();
-  const at::Tensor weight = call.tensors[1];
+  const at::Tensor in = call.tensors[0].contiguous();
+  const at::Tensor& weight = call.tensors[1];
   std::optional<at::Tensor> bias;
   if (op.bias() != nullptr) {
     bias = call.tensors[2];
@@ -245,8 +260,8 @@ void linearKernel(KernelCall& call) {
 }
 
 void matmulKernel(KernelCall& call) {
-  const at::Tensor a = expanded(call, 0).contiguous();
-  const at::Tensor b = expanded(call, 1).contiguous();
+  const at::Tensor a = call.tensors[0].contiguous();
+  const at::Tensor b = call.tensors[1].contiguous();
   // The batch shape broadcasts as in torch.
   std::vector<int64_t> batch_a(a.sizes().begin(), a.sizes().end() - 2);
   std::vector<int64_t> batch_b(b.sizes().begin(), b.sizes().end() - 2);

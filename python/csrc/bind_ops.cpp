@@ -22,6 +22,22 @@ std::string describe(const py::handle& h) {
          std::string(py::str(py::type::handle_of(h).attr("__name__"))) + ")";
 }
 
+// A Python int as int64_t; ValueError naming `what` when it does not fit.
+int64_t toInt64(const py::handle& h, std::string_view what) {
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  MDF_USER_CHECK(
+      overflow == 0,
+      what,
+      " ",
+      std::string(py::repr(h)),
+      " does not fit in 64 bits");
+  if (value == -1 && PyErr_Occurred()) {
+    throw py::error_already_set();
+  }
+  return static_cast<int64_t>(value);
+}
+
 // An operand: a value of `fusion`, or a Python number made a literal of it.
 Val* toVal(
     Fusion& fusion, const py::handle& h, std::string_view op, size_t index) {
@@ -47,7 +63,8 @@ Val* toVal(
     return fusion.create<Literal>(h.cast<bool>(), DataType::Bool);
   }
   if (py::isinstance<py::int_>(h)) {
-    return fusion.create<Literal>(h.cast<int64_t>(), DataType::Int);
+    return fusion.create<Literal>(
+        toInt64(h, detail::concat(op, ": operand ", index)), DataType::Int);
   }
   if (py::isinstance<py::float_>(h)) {
     return fusion.create<Literal>(h.cast<double>(), DataType::Double);
@@ -82,7 +99,7 @@ TensorView* toTensor(
 // A static or symbolic extent: an int, or a Scalar of the fusion.
 Scalar* toExtent(Fusion& fusion, const py::handle& h, std::string_view op) {
   if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
-    return constant(&fusion, h.cast<int64_t>());
+    return constant(&fusion, toInt64(h, detail::concat(op, ": extent")));
   }
   if (py::isinstance<Scalar>(h)) {
     auto* s = h.cast<Scalar*>();
@@ -140,8 +157,8 @@ std::optional<T> attribute(const py::handle& h, std::string_view what) {
 }
 
 std::vector<int64_t> toInts(const py::handle& h, std::string_view what) {
-  if (py::isinstance<py::int_>(h)) {
-    return {h.cast<int64_t>()};
+  if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
+    return {toInt64(h, what)};
   }
   MDF_TYPE_CHECK(
       py::isinstance<py::sequence>(h),
@@ -155,7 +172,7 @@ std::vector<int64_t> toInts(const py::handle& h, std::string_view what) {
         what,
         " must be a list of ints, got ",
         describe(x));
-    result.push_back(x.cast<int64_t>());
+    result.push_back(toInt64(x, what));
   }
   return result;
 }
@@ -165,6 +182,18 @@ constexpr auto kRef = py::return_value_policy::reference;
 } // namespace
 
 void bindOps(py::module_& m) {
+  m.def(
+      "_pointwise_ops",
+      [](int arity) {
+        std::vector<std::string> names;
+        for (const OpInfo* info : pointwiseOps(arity)) {
+          names.emplace_back(info->name);
+        }
+        return names;
+      },
+      py::arg("arity"),
+      "The names of the pointwise operations of `arity` operands bound from "
+      "the operation table, in table order.");
   for (const OpInfo* info : pointwiseOps(1)) {
     const OpType type = info->type;
     const std::string name(info->name);
@@ -227,8 +256,12 @@ void bindOps(py::module_& m) {
       kRef);
   m.def(
       "cast",
-      [](Fusion& fusion, const py::handle& x, DataType dtype) {
-        return cast(toVal(fusion, x, "cast", 0), dtype);
+      [](Fusion& fusion, const py::handle& x, const py::handle& dtype) {
+        MDF_TYPE_CHECK(
+            py::isinstance<DataType>(dtype),
+            "cast: dtype must be an mdfuser.DataType, got ",
+            describe(dtype));
+        return cast(toVal(fusion, x, "cast", 0), dtype.cast<DataType>());
       },
       py::arg("fusion"),
       py::arg("x"),

@@ -27,16 +27,29 @@ def _dims(dims, dim, op: str):
     return [chosen] if isinstance(chosen, int) else list(chosen)
 
 
-def _keepdim(keepdim, keep_dim) -> bool:
-    return bool(keep_dim if keep_dim is not None else keepdim)
+def _keepdim(keepdim, keep_dim, op: str) -> bool:
+    """keepdim from nvFuser's two spellings: `keepdim` or `keep_dim`."""
+    value = keep_dim if keep_dim is not None else keepdim
+    if not isinstance(value, bool):
+        raise TypeError(f"{op}: keepdim must be a bool, got {value!r}")
+    return value
+
+
+def _correction(correction, op: str) -> int:
+    # torch takes a float correction too; mdfuser counts elements in
+    # integers, so a fractional one is refused rather than truncated.
+    if isinstance(correction, bool) or not isinstance(correction, int):
+        raise TypeError(f"{op}: correction must be an int, got {correction!r}")
+    return correction
 
 
 class _Ops:
     """The operations of a FusionDefinition, as ``fd.ops.<name>``.
 
     Pointwise operations take tensors, scalars (``fd.define_scalar``) and
-    Python numbers, with torch's broadcasting and type promotion; see
-    doc/ops.md for every operation and how it shards.
+    Python numbers, with torch's broadcasting and type promotion. Each
+    family's header in csrc/ir/ops/ says what its operations take and how
+    they shard; tests/python/test_ops_*.py show each against torch.
     """
 
     def __init__(self, fusion: _C.Fusion) -> None:
@@ -47,25 +60,33 @@ class _Ops:
     def sum(self, arg, dims=None, keepdim=False, dtype=DataType.Null, *, dim=None, keep_dim=None):
         """Sum over `dims` (all when omitted); `dtype` as torch.sum's."""
         return _C.ops._sum(
-            self._fusion, arg, _dims(dims, dim, "sum"), _keepdim(keepdim, keep_dim), dtype
+            self._fusion, arg, _dims(dims, dim, "sum"), _keepdim(keepdim, keep_dim, "sum"), dtype
         )
 
     def max(self, arg, dims=None, keepdim=False, *, dim=None, keep_dim=None):
         """Maximum over `dims` (torch.amax)."""
         return _C.ops._max(
-            self._fusion, arg, _dims(dims, dim, "max"), _keepdim(keepdim, keep_dim), DataType.Null
+            self._fusion,
+            arg,
+            _dims(dims, dim, "max"),
+            _keepdim(keepdim, keep_dim, "max"),
+            DataType.Null,
         )
 
     def min(self, arg, dims=None, keepdim=False, *, dim=None, keep_dim=None):
         """Minimum over `dims` (torch.amin)."""
         return _C.ops._min(
-            self._fusion, arg, _dims(dims, dim, "min"), _keepdim(keepdim, keep_dim), DataType.Null
+            self._fusion,
+            arg,
+            _dims(dims, dim, "min"),
+            _keepdim(keepdim, keep_dim, "min"),
+            DataType.Null,
         )
 
     def mean(self, arg, dims=None, keepdim=False, *, dim=None, keep_dim=None):
         """Mean over `dims`: a sum divided by the global count."""
         return _C.ops._mean(
-            self._fusion, arg, _dims(dims, dim, "mean"), _keepdim(keepdim, keep_dim)
+            self._fusion, arg, _dims(dims, dim, "mean"), _keepdim(keepdim, keep_dim, "mean")
         )
 
     def var_mean(self, arg, dims=None, correction=1, keepdim=False, *, dim=None, keep_dim=None):
@@ -74,8 +95,8 @@ class _Ops:
             self._fusion,
             arg,
             _dims(dims, dim, "var_mean"),
-            int(correction),
-            _keepdim(keepdim, keep_dim),
+            _correction(correction, "var_mean"),
+            _keepdim(keepdim, keep_dim, "var_mean"),
         )
 
     def var(self, arg, dims=None, correction=1, keepdim=False, *, dim=None, keep_dim=None):
@@ -95,6 +116,7 @@ class _Ops:
     def stride_order(self, arg: TensorView, stride_order: Sequence[int]) -> TensorView:
         """A copy of `arg`. mdfuser keeps buffers row-major, so the memory
         layout asked for is not applied; the values are the same."""
+        self._check(arg, "stride_order")
         if sorted(stride_order) != list(range(arg.ndim)):
             raise ValueError(
                 f"stride_order: {list(stride_order)} is not a permutation of 0..{arg.ndim - 1}"

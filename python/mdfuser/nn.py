@@ -9,14 +9,34 @@ from __future__ import annotations
 
 from mdfuser._C import DataType, TensorView
 
+_FLOATING = (DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16)
+
 
 def _compute_dtype(dtype: DataType) -> DataType:
     return DataType.Float if dtype in (DataType.BFloat16, DataType.Half) else dtype
 
 
+def _check_operand(x, op: str, role: str = "input") -> None:
+    """TypeError unless `x` is a floating-point TensorView (torch refuses
+    integer normalizations too)."""
+    if not isinstance(x, TensorView):
+        raise TypeError(f"{op}: {role} must be a TensorView, got {type(x).__name__}")
+    if x.dtype() not in _FLOATING:
+        raise TypeError(
+            f"{op} takes floating-point tensors, got {x.dtype().name} for {role} {x!r}; "
+            "cast it first"
+        )
+
+
 def softmax(ops, x: TensorView, dim: int) -> TensorView:
     """torch.softmax(x, dim): exp(x - max) / sum(exp(x - max)), in Float for
     Half and BFloat16 inputs."""
+    _check_operand(x, "softmax")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
+        raise ValueError(
+            f"softmax: dim={dim!r} is out of range for a {x.ndim}-dimensional tensor "
+            f"(valid: {-x.ndim} to {x.ndim - 1})"
+        )
     io_dtype = x.dtype()
     xf = ops.cast(x, _compute_dtype(io_dtype)) if _compute_dtype(io_dtype) != io_dtype else x
     shifted = ops.sub(xf, ops.max(xf, [dim], keepdim=True))
@@ -25,10 +45,13 @@ def softmax(ops, x: TensorView, dim: int) -> TensorView:
     return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
 
 
-def _normalized_dims(x: TensorView, normalized_ndim: int) -> list[int]:
+def _normalized_dims(x: TensorView, normalized_ndim: int, op: str) -> list[int]:
+    if isinstance(normalized_ndim, bool) or not isinstance(normalized_ndim, int):
+        raise TypeError(f"{op}: normalized_ndim must be an int, got {normalized_ndim!r}")
     if not 1 <= normalized_ndim <= x.ndim:
         raise ValueError(
-            f"normalization over the last {normalized_ndim} axes of a tensor of {x.ndim}"
+            f"{op}: normalized_ndim={normalized_ndim} must be in 1..{x.ndim} for a "
+            f"{x.ndim}-dimensional input"
         )
     return list(range(x.ndim - normalized_ndim, x.ndim))
 
@@ -44,9 +67,13 @@ def layer_norm(
     """torch.nn.functional.layer_norm over the last `normalized_ndim` axes,
     with optional elementwise weight and bias; in Float for Half and
     BFloat16 inputs, returned in the input's dtype."""
+    _check_operand(x, "layer_norm")
+    for role, param in (("weight", weight), ("bias", bias)):
+        if param is not None:
+            _check_operand(param, "layer_norm", role)
     io_dtype = x.dtype()
     compute = _compute_dtype(io_dtype)
-    dims = _normalized_dims(x, normalized_ndim)
+    dims = _normalized_dims(x, normalized_ndim, "layer_norm")
     xf = ops.cast(x, compute) if compute != io_dtype else x
     var, mean = ops.var_mean(xf, dims, correction=0, keepdim=True)
     y = ops.mul(ops.sub(xf, mean), ops.rsqrt(ops.add(var, eps)))
@@ -66,9 +93,12 @@ def rms_norm(
 ) -> TensorView:
     """torch.nn.functional.rms_norm over the last `normalized_ndim` axes:
     x / sqrt(mean(x^2) + eps) * weight."""
+    _check_operand(x, "rms_norm")
+    if weight is not None:
+        _check_operand(weight, "rms_norm", "weight")
     io_dtype = x.dtype()
     compute = _compute_dtype(io_dtype)
-    dims = _normalized_dims(x, normalized_ndim)
+    dims = _normalized_dims(x, normalized_ndim, "rms_norm")
     xf = ops.cast(x, compute) if compute != io_dtype else x
     ms = ops.mean(ops.mul(xf, xf), dims, keepdim=True)
     y = ops.mul(xf, ops.rsqrt(ops.add(ms, eps)))

@@ -139,6 +139,13 @@ TensorView* broadcastInDim(
   for (int64_t pos = 0; pos < rank; ++pos) {
     Scalar* extent = shape[pos];
     MDF_CHECK(extent != nullptr);
+    MDF_USER_CHECK(
+        !extent->isConst() || extent->value() >= 0,
+        "broadcast_in_dim: shape[",
+        pos,
+        "] is ",
+        extent->value(),
+        "; expected an extent >= 0 or a Scalar");
     if (next < ids.size() && position[next] == pos) {
       IterDomain* id = ids[next++];
       is_new[pos] = false;

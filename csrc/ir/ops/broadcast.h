@@ -24,6 +24,7 @@ class BroadcastOp : public TensorOp {
     return is_new_;
   }
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(

@@ -16,6 +16,7 @@ class LoadStoreOp : public TensorOp {
 
   TensorView* in() const;
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(

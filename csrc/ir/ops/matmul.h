@@ -24,6 +24,7 @@ class LinearOp : public TensorOp {
   // nullptr when there is no bias.
   TensorView* bias() const;
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   // Weight, bias, then input: activations move, weights stay.
@@ -44,6 +45,7 @@ class MatmulOp : public TensorOp {
   TensorView* a() const;
   TensorView* b() const;
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   // b, then a.

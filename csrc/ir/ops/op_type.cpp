@@ -16,6 +16,7 @@ constexpr PromotionKind kToFloat = PromotionKind::kIntToFloat;
 constexpr PromotionKind kToBool = PromotionKind::kAlwaysBool;
 constexpr OperandTypes kAny = OperandTypes::kAny;
 constexpr OperandTypes kNotBool = OperandTypes::kNotBool;
+constexpr OperandTypes kNoBool = OperandTypes::kNoBoolOperand;
 constexpr OperandTypes kFloating = OperandTypes::kFloatingOnly;
 
 // In OpType order.
@@ -39,7 +40,7 @@ constexpr OpInfo kOpTable[] = {
     {Cos, "cos", kP, 1, kToFloat, kAny},
     {Cast, "cast", kP, 1, kDefault, kAny},
     {Add, "add", kP, 2, kDefault, kAny},
-    {Sub, "sub", kP, 2, kDefault, kNotBool},
+    {Sub, "sub", kP, 2, kDefault, kNoBool},
     {Mul, "mul", kP, 2, kDefault, kAny},
     {Div, "div", kP, 2, kToFloat, kAny},
     {Pow, "pow", kP, 2, kDefault, kNotBool},

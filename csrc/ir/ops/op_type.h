@@ -78,8 +78,13 @@ enum class OpFamily { kPointwise, kReduction, kOther };
 // promotion (so that a Bool tensor plus an int literal is an Int add).
 enum class OperandTypes {
   kAny,
-  kNotBool,      // neg, sub, abs, relu: torch refuses Bool
-  kFloatingOnly, // silu, gelu: torch has no integer kernel
+  // neg, abs, relu, pow: torch refuses a Bool promoted dtype (Bool ** 2 is
+  // an Int pow and fine).
+  kNotBool,
+  // sub: torch refuses any Bool operand, even one promoted away (Bool - 1).
+  kNoBoolOperand,
+  // silu, gelu: torch has no integer kernel.
+  kFloatingOnly,
 };
 
 struct OpInfo {

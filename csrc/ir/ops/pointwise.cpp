@@ -124,6 +124,18 @@ TensorView* build(
         promoted == DataType::Bool),
       info.name,
       " does not take Bool operands (as in torch); cast them first");
+  if (info.operand_types == OperandTypes::kNoBoolOperand) {
+    for (size_t i = 0; i < operands.size(); ++i) {
+      MDF_TYPE_CHECK(
+          operandDtype(operands[i]) != DataType::Bool,
+          info.name,
+          " does not take Bool operands (as in torch), got operand ",
+          i,
+          " ",
+          operands[i]->toString(),
+          "; cast it first");
+    }
+  }
   MDF_TYPE_CHECK(
       !(info.operand_types == OperandTypes::kFloatingOnly &&
         !isFloatingType(promoted)),

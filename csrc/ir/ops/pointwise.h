@@ -22,6 +22,7 @@ class PointwiseOp : public TensorOp {
       TensorView* out,
       std::vector<Val*> operands);
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(

@@ -62,9 +62,146 @@ std::string shapeString(const std::vector<Scalar*>& shape) {
   return s + "]";
 }
 
+int64_t staticCount(const std::vector<Scalar*>& extents) {
+  int64_t count = 1;
+  for (const Scalar* e : extents) {
+    count *= e->value();
+  }
+  return count;
+}
+
+bool allStatic(const std::vector<Scalar*>& extents, int64_t except = -1) {
+  for (size_t k = 0; k < extents.size(); ++k) {
+    if (static_cast<int64_t>(k) != except && !extents[k]->isConst()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Pairs the input and output axes of a reshape into groups, taking one
+// group at a time off the front or the back of the axes not yet grouped.
+class Grouper {
+ public:
+  Grouper(
+      const std::vector<Scalar*>& in,
+      const std::vector<Scalar*>& out,
+      const std::string& what)
+      : in_(in), out_(out), what_(what), in_end_(in.size()) {}
+
+  // Groups from the front until the output axes before `out_stop` are
+  // grouped; with `whole_input`, until the input axes are grouped too.
+  void groupFront(
+      int64_t out_stop, bool whole_input, const std::string& mismatch) {
+    while (out_begin_ < out_stop || (whole_input && inputLeft())) {
+      take(out_begin_, out_stop, /*front=*/true, mismatch);
+    }
+  }
+
+  // Groups from the back until the output axes from `out_stop` on are
+  // grouped.
+  void groupBack(int64_t out_stop, const std::string& mismatch) {
+    auto out_end = static_cast<int64_t>(out_.size());
+    while (out_end > out_stop) {
+      out_end = take(out_stop, out_end, /*front=*/false, mismatch);
+    }
+  }
+
+  // The input axes left over, grouped with output axis `j` (the -1), whose
+  // extent is their product.
+  Scalar* groupRestWith(int64_t j) {
+    Scalar* product = constant(out_[j]->container(), 1);
+    for (int64_t i = in_begin_; i < in_end_; ++i) {
+      product = mul(product, in_[i]);
+    }
+    groups_.push_back({in_begin_, in_end_, j, j + 1});
+    in_begin_ = in_end_;
+    out_begin_ = j + 1;
+    return product;
+  }
+
+  bool inputLeft() const {
+    return in_begin_ < in_end_;
+  }
+
+  // The groups in axis order.
+  std::vector<ReshapeOp::Group> groups() {
+    std::vector<ReshapeOp::Group> result = groups_;
+    result.insert(result.end(), back_.rbegin(), back_.rend());
+    return result;
+  }
+
+ private:
+  // Takes one group off the front of in[in_begin_, in_end_) and
+  // out[out_lo, out_hi), or off their back; returns the new out_hi.
+  int64_t take(
+      int64_t out_lo, int64_t out_hi, bool front, const std::string& mismatch) {
+    const int64_t n_in = in_end_ - in_begin_;
+    const int64_t n_out = out_hi - out_lo;
+    auto in = [&](int64_t k) {
+      return in_[front ? in_begin_ + k : in_end_ - 1 - k];
+    };
+    auto out = [&](int64_t k) {
+      return out_[front ? out_lo + k : out_hi - 1 - k];
+    };
+    int64_t ni = 0;
+    int64_t nj = 0;
+    if (n_in > 0 && isConstant(in(0), 1)) {
+      // Axes of extent 1 form groups of their own.
+      ni = 1;
+    } else if (n_out > 0 && isConstant(out(0), 1)) {
+      nj = 1;
+    } else {
+      MDF_USER_CHECK(n_in > 0 && n_out > 0, what_, ": ", mismatch);
+      ni = nj = 1;
+      if (!in(0)->isConst() || !out(0)->isConst()) {
+        MDF_USER_CHECK(
+            in(0) == out(0),
+            what_,
+            ": cannot tell how the symbolic extent ",
+            (!in(0)->isConst() ? in(0) : out(0))->toString(),
+            " is reshaped; keep it as its own dimension (or -1) or give "
+            "static extents");
+      } else {
+        int64_t p_in = in(0)->value();
+        int64_t p_out = out(0)->value();
+        while (p_in != p_out) {
+          const bool more_in = p_in < p_out;
+          Scalar* next = more_in ? (ni < n_in ? in(ni) : nullptr)
+                                 : (nj < n_out ? out(nj) : nullptr);
+          MDF_USER_CHECK(
+              next != nullptr && next->isConst(), what_, ": ", mismatch);
+          (more_in ? p_in : p_out) *= next->value();
+          ++(more_in ? ni : nj);
+        }
+      }
+    }
+    if (front) {
+      groups_.push_back({in_begin_, in_begin_ + ni, out_lo, out_lo + nj});
+      in_begin_ += ni;
+      out_begin_ += nj;
+      return out_hi;
+    }
+    back_.push_back({in_end_ - ni, in_end_, out_hi - nj, out_hi});
+    in_end_ -= ni;
+    return out_hi - nj;
+  }
+
+  const std::vector<Scalar*>& in_;
+  const std::vector<Scalar*>& out_;
+  const std::string& what_;
+  int64_t in_begin_ = 0;
+  int64_t in_end_;
+  int64_t out_begin_ = 0;
+  std::vector<ReshapeOp::Group> groups_;
+  // Groups taken off the back, last first.
+  std::vector<ReshapeOp::Group> back_;
+};
+
 // Works out the groups of a reshape of `in` (extents) into `out`, filling
 // in a -1 of `out`. Static groups pair runs with equal products; a
-// symbolic extent pairs with itself or with the -1.
+// symbolic extent pairs with itself. A -1 takes the input axes left
+// between the groups before it and the groups after it.
 std::vector<ReshapeOp::Group> group(
     const std::vector<Scalar*>& in,
     std::vector<Scalar*>& out,
@@ -83,99 +220,47 @@ std::vector<ReshapeOp::Group> group(
           " is negative");
     }
   }
-  // A -1 next to static extents only: infer it from the element count
-  // when every input extent is static.
-  bool all_static = true;
-  int64_t in_count = 1;
-  for (Scalar* e : in) {
-    all_static = all_static && e->isConst();
-    in_count *= e->isConst() ? e->value() : 1;
-  }
-  if (inferred >= 0 && all_static) {
-    int64_t rest = 1;
-    for (size_t j = 0; j < out.size(); ++j) {
-      if (static_cast<int64_t>(j) != inferred) {
-        MDF_USER_CHECK(
-            out[j]->isConst(),
-            what,
-            ": cannot infer -1 next to symbolic ",
-            out[j]->toString());
-        rest *= out[j]->value();
-      }
+  const auto n_out = static_cast<int64_t>(out.size());
+  if (allStatic(in) && allStatic(out, inferred)) {
+    const int64_t in_count = staticCount(in);
+    if (inferred < 0) {
+      MDF_USER_CHECK(
+          in_count == staticCount(out),
+          what,
+          ": the input has ",
+          in_count,
+          " elements but the shape has ",
+          staticCount(out));
+    } else {
+      std::vector<Scalar*> rest = out;
+      rest.erase(rest.begin() + inferred);
+      const int64_t rest_count = staticCount(rest);
+      MDF_USER_CHECK(
+          rest_count != 0 && in_count % rest_count == 0,
+          what,
+          ": cannot infer -1: ",
+          in_count,
+          " elements do not divide into ",
+          rest_count);
+      out[inferred] =
+          constant(out[inferred]->container(), in_count / rest_count);
+      inferred = -1;
     }
-    MDF_USER_CHECK(
-        rest != 0 && in_count % rest == 0,
-        what,
-        ": cannot infer -1: ",
-        in_count,
-        " elements do not divide into ",
-        rest);
-    out[inferred] = constant(out[inferred]->container(), in_count / rest);
-    inferred = -1;
   }
 
-  std::vector<ReshapeOp::Group> groups;
-  size_t i = 0;
-  size_t j = 0;
-  while (i < in.size() || j < out.size()) {
-    // Axes of extent 1 form groups of their own.
-    if (i < in.size() && isConstant(in[i], 1)) {
-      groups.push_back({int64_t(i), int64_t(i + 1), int64_t(j), int64_t(j)});
-      ++i;
-      continue;
-    }
-    if (j < out.size() && isConstant(out[j], 1)) {
-      groups.push_back({int64_t(i), int64_t(i), int64_t(j), int64_t(j + 1)});
-      ++j;
-      continue;
-    }
-    MDF_USER_CHECK(
-        i < in.size() && j < out.size(), what, ": the element counts differ");
-    if (!in[i]->isConst() || !out[j]->isConst()) {
-      const bool same =
-          in[i] == out[j] || (static_cast<int64_t>(j) == inferred);
-      MDF_USER_CHECK(
-          same,
-          what,
-          ": cannot tell how the symbolic extent ",
-          (!in[i]->isConst() ? in[i] : out[j])->toString(),
-          " is reshaped; keep it as its own dimension (or -1) or give "
-          "static extents");
-      if (static_cast<int64_t>(j) == inferred) {
-        out[j] = in[i];
-      }
-      groups.push_back(
-          {int64_t(i), int64_t(i + 1), int64_t(j), int64_t(j + 1)});
-      ++i;
-      ++j;
-      continue;
-    }
-    const size_t i0 = i;
-    const size_t j0 = j;
-    int64_t p_in = in[i++]->value();
-    int64_t p_out = out[j++]->value();
-    while (p_in != p_out) {
-      if (p_in < p_out) {
-        MDF_USER_CHECK(
-            i < in.size() && in[i]->isConst(),
-            what,
-            ": the element counts differ");
-        p_in *= in[i++]->value();
-      } else {
-        MDF_USER_CHECK(
-            j < out.size() && out[j]->isConst(),
-            what,
-            ": the element counts differ");
-        p_out *= out[j++]->value();
-      }
-    }
-    groups.push_back({int64_t(i0), int64_t(i), int64_t(j0), int64_t(j)});
+  Grouper grouper(in, out, what);
+  if (inferred < 0) {
+    grouper.groupFront(
+        n_out, /*whole_input=*/true, "the element counts differ");
+    return grouper.groups();
   }
-  MDF_USER_CHECK(
-      inferred < 0 || !isConstant(out[inferred], -1),
-      what,
-      ": cannot infer -1");
-  return groups;
+  const std::string cannot_infer =
+      "cannot infer -1: the extents around it do not match whole input "
+      "dimensions";
+  grouper.groupFront(inferred, /*whole_input=*/false, cannot_infer);
+  grouper.groupBack(inferred + 1, cannot_infer);
+  out[inferred] = grouper.groupRestWith(inferred);
+  return grouper.groups();
 }
 
 } // namespace

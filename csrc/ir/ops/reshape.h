@@ -36,6 +36,7 @@ class ReshapeOp : public TensorOp {
     return groups_;
   }
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(

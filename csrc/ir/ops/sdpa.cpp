@@ -102,6 +102,8 @@ Qkv checkQkv(
       ids.q[1], ids.v[1], op, "the numbers of heads of query and value");
   requireSame(ids.k[2], ids.v[2], op, "the sequence lengths of key and value");
   requireSame(ids.q[3], ids.k[3], op, "the head sizes of query and key");
+  // ATen's flash attention kernels, CPU and CUDA, take one head size.
+  requireSame(ids.q[3], ids.v[3], op, "the head sizes of query and value");
   return ids;
 }
 

@@ -16,8 +16,8 @@ struct SdpaOptions {
 };
 
 // Flash attention forward, as nvFuser's sdpfa_fwd:
-//   query [B, H, S, E], key [B, H, T, E], value [B, H, T, F]
-//   -> output [B, H, S, F] (query's dtype), log_sumexp [B, H, S] (Float),
+//   query [B, H, S, E], key [B, H, T, E], value [B, H, T, E]
+//   -> output [B, H, S, E] (query's dtype), log_sumexp [B, H, S] (Float),
 //      philox_seed [], philox_offset [] (Int; zero: no dropout)
 // Batch and head axes map from every operand to every output, so attention
 // shards on them; the sequence and head-size axes map to nothing, so a
@@ -34,6 +34,7 @@ class SdpaFwdOp : public TensorOp {
     return options_;
   }
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(
@@ -63,6 +64,7 @@ class SdpaBwdOp : public TensorOp {
     return options_;
   }
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(
@@ -85,7 +87,8 @@ struct SdpaFwdResult {
 
 // `dropout_p` must be 0 (dropout is not supported; ValueError otherwise).
 // ValueError for operands that are not 4-dimensional or disagree on batch,
-// heads, sequence or head size; TypeError for non-floating or mixed dtypes.
+// heads, sequence or head size (value's too: the flash kernels take one);
+// TypeError for non-floating or mixed dtypes.
 SdpaFwdResult sdpfaFwd(
     TensorView* query,
     TensorView* key,

@@ -26,6 +26,7 @@ class SliceOp : public TensorOp {
   // Per input axis: whether the axis is taken whole.
   bool isWhole(size_t axis) const;
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(
@@ -61,6 +62,7 @@ class CatOp : public TensorOp {
     return dim_;
   }
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(

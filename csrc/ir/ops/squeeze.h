@@ -23,6 +23,7 @@ class SqueezeOp : public TensorOp {
     return is_removed_;
   }
 
+  using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const override;
   TensorOp* recreate(

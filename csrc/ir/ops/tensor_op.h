@@ -52,7 +52,8 @@ class TensorOp : public Expr {
   // resharding detection follow this map.
   virtual std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer, const TensorView* consumer) const = 0;
-  // The same map for the first output.
+  // The same map for the first output. Subclasses overriding the map above
+  // keep this one visible with `using TensorOp::mapProducerToConsumer;`.
   std::vector<AxisMapping> mapProducerToConsumer(
       const TensorView* producer) const {
     return mapProducerToConsumer(producer, out());

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+//
+// Flash attention forward and backward: output shapes and dtypes, the
+// batch and head axes that every operand maps to every output (attention
+// shards on them), the printed options, and the operand errors.
+
+#include <gtest/gtest.h>
+
+#include "common/axis_map.h"
+#include "common/expect_error.h"
+#include "ir/fusion.h"
+#include "ir/ops.h"
+
+namespace mdfuser {
+namespace {
+
+using test::AxisPairs;
+using test::extents;
+using test::pairs;
+
+class Sdpa : public ::testing::Test {
+ protected:
+  TensorView* define(
+      std::vector<int64_t> shape, DataType dtype = DataType::BFloat16) {
+    return fusion.defineTensor(shape, {}, dtype);
+  }
+
+  Fusion fusion;
+};
+
+TEST_F(Sdpa, ForwardOutputs) {
+  TensorView* q = define({2, 4, -1, 8});
+  TensorView* k = define({2, 4, 16, 8});
+  TensorView* v = define({2, 4, 16, 8});
+  SdpaFwdResult r = sdpfaFwd(q, k, v, 0.0, {});
+  EXPECT_EQ(extents(r.output->logical()), "2 4 i0 8");
+  EXPECT_EQ(r.output->dtype(), DataType::BFloat16);
+  EXPECT_EQ(extents(r.log_sumexp->logical()), "2 4 i0");
+  EXPECT_EQ(r.log_sumexp->dtype(), DataType::Float);
+  EXPECT_TRUE(r.philox_seed->logical().empty());
+  EXPECT_EQ(r.philox_seed->dtype(), DataType::Int);
+  EXPECT_EQ(r.philox_offset->dtype(), DataType::Int);
+  auto* op = dynamic_cast<SdpaFwdOp*>(r.output->definition());
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->outs().size(), 4u);
+  EXPECT_EQ(r.log_sumexp->definition(), op);
+  EXPECT_FALSE(op->options().is_causal);
+  EXPECT_FALSE(op->options().scale.has_value());
+}
+
+TEST_F(Sdpa, BatchAndHeadsMapToEveryOutputTheRestToNothing) {
+  TensorView* q = define({2, 4, 16, 8});
+  TensorView* k = define({2, 4, 32, 8});
+  TensorView* v = define({2, 4, 32, 8});
+  SdpaFwdResult r = sdpfaFwd(q, k, v, 0.0, {});
+  auto* op = static_cast<TensorOp*>(r.output->definition());
+  for (TensorView* in : {q, k, v}) {
+    for (TensorView* out : {r.output, r.log_sumexp}) {
+      EXPECT_EQ(
+          pairs(op->mapProducerToConsumer(in, out)),
+          (AxisPairs{
+              {in->logical()[0], out->logical()[0]},
+              {in->logical()[1], out->logical()[1]}}));
+    }
+    EXPECT_TRUE(op->mapProducerToConsumer(in, r.philox_seed).empty());
+  }
+}
+
+TEST_F(Sdpa, OptionsArePrinted) {
+  TensorView* q = define({1, 2, 4, 8});
+  SdpaOptions options;
+  options.is_causal = true;
+  options.scale = 0.25;
+  SdpaFwdResult r = sdpfaFwd(q, q, q, 0.0, options);
+  const std::string text = r.output->definition()->toString();
+  EXPECT_NE(
+      text.find(
+          ",\n               is_causal=true,\n               scale=0.25)"),
+      std::string::npos)
+      << text;
+  auto* op = static_cast<SdpaFwdOp*>(r.output->definition());
+  auto* copy =
+      dynamic_cast<SdpaFwdOp*>(op->withTensors(op->outs(), op->tensorInputs()));
+  ASSERT_NE(copy, nullptr);
+  EXPECT_TRUE(copy->options().is_causal);
+  EXPECT_EQ(copy->options().scale, 0.25);
+}
+
+TEST_F(Sdpa, BackwardGradientsAreShapedLikeTheirInputs) {
+  TensorView* q = define({2, 4, 16, 8});
+  TensorView* k = define({2, 4, 32, 8});
+  TensorView* v = define({2, 4, 32, 8});
+  SdpaFwdResult f = sdpfaFwd(q, k, v, 0.0, {});
+  TensorView* grad = define({2, 4, 16, 8});
+  SdpaBwdResult b = sdpfaBwd(grad, q, k, v, f.output, f.log_sumexp, 0.0, {});
+  EXPECT_EQ(extents(b.grad_query->logical()), "2 4 16 8");
+  EXPECT_EQ(extents(b.grad_key->logical()), "2 4 32 8");
+  EXPECT_EQ(extents(b.grad_value->logical()), "2 4 32 8");
+  EXPECT_EQ(b.grad_key->dtype(), DataType::BFloat16);
+  auto* op = dynamic_cast<SdpaBwdOp*>(b.grad_query->definition());
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->inputs().size(), 6u);
+  EXPECT_EQ(
+      pairs(op->mapProducerToConsumer(f.log_sumexp, b.grad_value)),
+      (AxisPairs{
+          {f.log_sumexp->logical()[0], b.grad_value->logical()[0]},
+          {f.log_sumexp->logical()[1], b.grad_value->logical()[1]}}));
+}
+
+TEST_F(Sdpa, ForwardErrors) {
+  TensorView* q = define({2, 4, 16, 8});
+  TensorView* heads3 = define({2, 3, 16, 8});
+  TensorView* size6 = define({2, 4, 16, 6});
+  TensorView* batch1 = define({1, 4, 16, 8});
+  TensorView* rank3 = define({4, 16, 8});
+  TensorView* ints = define({2, 4, 16, 8}, DataType::Int);
+  TensorView* half = define({2, 4, 16, 8}, DataType::Half);
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, heads3, q, 0.0, {}),
+      "sdpfa_fwd: the numbers of heads of query and key must match, got 4 and "
+      "3");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, q, heads3, 0.0, {}),
+      "the numbers of heads of query and value must match");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, size6, q, 0.0, {}),
+      "the head sizes of query and key must match, got 8 and 6");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, q, size6, 0.0, {}),
+      "the head sizes of query and value must match, got 8 and 6");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, batch1, q, 0.0, {}),
+      "the batch sizes of query and key must match, got 2 and 1");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(rank3, q, q, 0.0, {}),
+      "sdpfa_fwd: query must be 4-dimensional [batch, heads, sequence, head "
+      "size], got 3");
+  EXPECT_TYPE_ERROR(
+      sdpfaFwd(q, q, ints, 0.0, {}),
+      "sdpfa_fwd: value must be a floating-point tensor, got Int");
+  EXPECT_TYPE_ERROR(
+      sdpfaFwd(q, half, q, 0.0, {}),
+      "query, key and value must have one dtype, got BFloat16 and Half");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, q, q, 0.1, {}), "sdpfa_fwd: dropout_p=0.1 is not supported");
+  EXPECT_TYPE_ERROR(
+      sdpfaFwd(q, nullptr, q, 0.0, {}), "sdpfa_fwd: key must be a tensor");
+}
+
+TEST_F(Sdpa, BackwardErrors) {
+  TensorView* q = define({2, 4, 16, 8});
+  SdpaFwdResult f = sdpfaFwd(q, q, q, 0.0, {});
+  TensorView* short_grad = define({2, 4, 15, 8});
+  EXPECT_VALUE_ERROR(
+      sdpfaBwd(short_grad, q, q, q, f.output, f.log_sumexp, 0.0, {}),
+      "sdpfa_bwd: the shapes of grad_output and output must match, got 15 and "
+      "16");
+  EXPECT_VALUE_ERROR(
+      sdpfaBwd(q, q, q, q, f.output, f.output, 0.0, {}),
+      "sdpfa_bwd: log_sumexp must be 3-dimensional [batch, heads, sequence], "
+      "got 4");
+  EXPECT_VALUE_ERROR(
+      sdpfaBwd(q, q, q, q, f.output, f.log_sumexp, 0.5, {}),
+      "sdpfa_bwd: dropout_p=0.5 is not supported");
+}
+
+} // namespace
+} // namespace mdfuser

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""The normalizations of mdfuser.nn (and fd.ops.softmax, layer_norm,
+rms_norm) against torch.nn.functional."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from op_testing import assert_same, run1, sample
+
+from mdfuser import nn
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax(dim, dtype):
+    x = sample([4, 6], dtype, seed=1)
+    assert_same(run1(lambda fd, t: fd.ops.softmax(t, dim), x), torch.softmax(x, dim))
+    assert_same(run1(lambda fd, t: nn.softmax(fd.ops, t, dim), x), torch.softmax(x, dim))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("normalized_ndim", [1, 2])
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm(affine, normalized_ndim, dtype):
+    x = sample([3, 4, 8], dtype, seed=2)
+    shape = list(x.shape[-normalized_ndim:])
+    w, b = sample(shape, dtype, seed=3), sample(shape, dtype, seed=4)
+    expected = F.layer_norm(x, shape, w if affine else None, b if affine else None, eps=1e-5)
+    if affine:
+        out = run1(
+            lambda fd, t, tw, tb: fd.ops.layer_norm(t, normalized_ndim, tw, tb, eps=1e-5), x, w, b
+        )
+    else:
+        out = run1(lambda fd, t: nn.layer_norm(fd.ops, t, normalized_ndim), x)
+    assert_same(out, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("normalized_ndim", [1, 2])
+@pytest.mark.parametrize("with_weight", [False, True])
+def test_rms_norm(with_weight, normalized_ndim, dtype):
+    x = sample([3, 4, 8], dtype, seed=5)
+    shape = list(x.shape[-normalized_ndim:])
+    w = sample(shape, dtype, seed=6)
+    expected = F.rms_norm(x, shape, w if with_weight else None, eps=1e-6)
+    if with_weight:
+        out = run1(lambda fd, t, tw: fd.ops.rms_norm(t, normalized_ndim, tw, eps=1e-6), x, w)
+    else:
+        out = run1(lambda fd, t: nn.rms_norm(fd.ops, t, normalized_ndim), x)
+    assert_same(out, expected)
+
+
+def test_layer_norm_of_a_symbolic_row_length():
+    x = sample([5, 7], torch.float32, seed=7)
+    assert_same(run1(lambda fd, t: fd.ops.layer_norm(t), x), F.layer_norm(x, [7]))
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "rms_norm"])
+def test_integer_inputs_are_type_errors(name):
+    x = torch.ones(2, 3, dtype=torch.int64)
+    args = (1,) if name == "softmax" else ()
+    with pytest.raises(TypeError, match=f"{name} takes floating-point tensors, got Int"):
+        run1(lambda fd, t: getattr(fd.ops, name)(t, *args), x)
+
+
+@pytest.mark.parametrize("normalized_ndim", [0, 3])
+def test_normalized_ndim_out_of_range_is_a_value_error(normalized_ndim):
+    with pytest.raises(
+        ValueError,
+        match=f"layer_norm: normalized_ndim={normalized_ndim} must be in 1..2 for a 2-dimensional",
+    ):
+        run1(lambda fd, t: fd.ops.layer_norm(t, normalized_ndim), torch.ones(2, 3))

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: MIT
+"""linear and matmul against plain torch: with and without bias, batched
+inputs, batch broadcasting, and their operand errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from op_testing import assert_same, run, run1, sample
+
+
+@pytest.mark.parametrize("in_shape", [[5, 8], [2, 3, 8], [8]], ids=str)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear(in_shape, with_bias):
+    x, w = sample(in_shape, torch.float32, seed=1), sample([4, 8], torch.float32, seed=2)
+    b = sample([4], torch.float32, seed=3)
+    if with_bias:
+        out = run1(lambda fd, tx, tw, tb: fd.ops.linear(tx, tw, tb), x, w, b)
+    else:
+        out = run1(lambda fd, tx, tw: fd.ops.linear(tx, tw), x, w)
+    assert_same(out, F.linear(x, w, b if with_bias else None))
+
+
+def test_linear_in_bfloat16():
+    x, w = sample([6, 16], torch.bfloat16, seed=4), sample([3, 16], torch.bfloat16, seed=5)
+    b = sample([3], torch.bfloat16, seed=6)
+    out = run1(lambda fd, tx, tw, tb: fd.ops.linear(tx, tw, bias=tb), x, w, b)
+    assert_same(out, F.linear(x, w, b))
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ([3, 8], [8, 5]),
+        ([2, 3, 8], [8, 5]),
+        ([3, 8], [2, 8, 5]),
+        ([2, 3, 8], [2, 8, 5]),
+        ([2, 1, 3, 8], [4, 8, 5]),
+        ([1, 3, 8], [6, 8, 5]),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("static_sizes", [False, True])
+def test_matmul_broadcasts_batch_axes(a_shape, b_shape, static_sizes):
+    a, b = sample(a_shape, torch.float32, seed=7), sample(b_shape, torch.float32, seed=8)
+    out = run1(lambda fd, x, y: fd.ops.matmul(x, y), a, b, static_sizes=static_sizes)
+    assert_same(out, torch.matmul(a, b))
+
+
+def test_linear_then_pointwise_and_reduction():
+    x, w = sample([4, 8], torch.float32, seed=9), sample([6, 8], torch.float32, seed=10)
+
+    def body(fd, tx, tw):
+        y = fd.ops.relu(fd.ops.linear(tx, tw))
+        return fd.ops.sum(y, [1])
+
+    assert_same(run1(body, x, w), F.relu(F.linear(x, w)).sum(1))
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.int32])
+def test_linear_of_integers_or_bools_is_a_type_error(dtype):
+    x, w = torch.ones(2, 3, dtype=dtype), torch.ones(4, 3, dtype=dtype)
+    with pytest.raises(TypeError, match="linear takes floating-point tensors, got"):
+        run1(lambda fd, tx, tw: fd.ops.linear(tx, tw), x, w)
+
+
+def test_matmul_of_integers_is_a_type_error():
+    x = torch.ones(2, 3, dtype=torch.int64)
+    with pytest.raises(TypeError, match="matmul takes floating-point tensors, got Int"):
+        run1(lambda fd, a, b: fd.ops.matmul(a, b), x, x.t())
+
+
+def test_linear_in_features_mismatch_is_a_value_error():
+    with pytest.raises(
+        ValueError,
+        match=r"linear: in_features of the input \(last axis\) and of the weight \(axis 1\) "
+        "must match, got 8 and 6",
+    ):
+        run1(
+            lambda fd, a, b: fd.ops.linear(a, b),
+            torch.ones(2, 8),
+            torch.ones(3, 6),
+            static_sizes=True,
+        )
+
+
+def test_linear_mixed_dtypes_is_a_type_error():
+    with pytest.raises(TypeError, match="linear: operands must have the same dtype, got Float"):
+        run1(
+            lambda fd, a, b: fd.ops.linear(a, b),
+            torch.ones(2, 8),
+            torch.ones(3, 8, dtype=torch.bfloat16),
+        )
+
+
+def test_matmul_batch_mismatch_is_a_value_error():
+    with pytest.raises(
+        ValueError, match="matmul: batch dimension 0 of the operands must match, got 2 and 3"
+    ):
+        run1(
+            lambda fd, a, b: fd.ops.matmul(a, b),
+            torch.ones(2, 4, 8),
+            torch.ones(3, 8, 5),
+            static_sizes=True,
+        )
+
+
+def test_contractions_of_an_expanded_broadcast():
+    # Batch axes expanded from one row: [1, K] -> [t, K] and [1, M, K] -> [b, M, K].
+    x, w = sample([1, 8], torch.float32, seed=11), sample([4, 8], torch.float32, seed=12)
+    a, b = sample([1, 3, 8], torch.float32, seed=13), sample([2, 8, 5], torch.float32, seed=14)
+
+    def body(fd, tx, tw, ta, tb):
+        ex = fd.ops.broadcast_in_dim(tx, [6, 8], [0, 1])
+        ea = fd.ops.broadcast_in_dim(ta, [2, 3, 8], [0, 1, 2])
+        gram = fd.ops.matmul(ea, fd.ops.permute(ea, [0, 2, 1]))
+        return fd.ops.linear(ex, tw), fd.ops.matmul(ea, tb), gram
+
+    lin, mm, gram = run(body, x, w, a, b, static_sizes=True)
+    assert_same(lin, F.linear(x.expand(6, 8), w))
+    assert_same(mm, torch.matmul(a.expand(2, 3, 8), b))
+    assert_same(gram, torch.matmul(a.expand(2, 3, 8), a.expand(2, 3, 8).transpose(1, 2)))

@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: MIT
+"""Pointwise operations against plain torch: every unary and binary
+operation of the table, on every dtype, with torch's results and dtypes;
+where, cast and gelu's two forms."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from op_testing import TORCH_DTYPES, assert_same, run1, sample
+
+from mdfuser import _C, DataType
+
+UNARY = {
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "exp": torch.exp,
+    "log": torch.log,
+    "log1p": torch.log1p,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "erf": torch.erf,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "reciprocal": torch.reciprocal,
+    "sin": torch.sin,
+    "cos": torch.cos,
+}
+# Operations tried on positive data only, where negative data gives NaN.
+POSITIVE = {"log", "sqrt", "rsqrt", "pow"}
+
+
+def _as_tensors(a, b):
+    """maximum and minimum take tensors only: a Python number becomes a
+    0-dimensional tensor of the type torch promotes it to."""
+    dtype = torch.result_type(a, b)
+    wrap = lambda x: x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype)  # noqa: E731
+    return wrap(a), wrap(b)
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+    "maximum": lambda a, b: torch.maximum(*_as_tensors(a, b)),
+    "minimum": lambda a, b: torch.minimum(*_as_tensors(a, b)),
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+
+DTYPES = [
+    DataType.Float,
+    DataType.Double,
+    DataType.BFloat16,
+    DataType.Int,
+    DataType.Int32,
+    DataType.Bool,
+]
+
+
+def test_every_pointwise_operation_of_the_table_is_tested():
+    assert _C.ops._pointwise_ops(1) == list(UNARY)
+    assert _C.ops._pointwise_ops(2) == list(BINARY)
+
+
+def _torch_or_error(f, *args):
+    """f(*args), or the RuntimeError torch raises for a dtype it refuses."""
+    try:
+        return f(*args)
+    except RuntimeError as e:
+        return e
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_matches_torch(name, dtype):
+    x = sample([3, 5], TORCH_DTYPES[dtype], seed=1, positive=name in POSITIVE)
+    expected = _torch_or_error(UNARY[name], x)
+    op = getattr_op(name)
+    if isinstance(expected, RuntimeError):
+        with pytest.raises(TypeError, match=f"^{name}"):
+            run1(op, x)
+        return
+    assert_same(run1(op, x), expected)
+
+
+def getattr_op(name):
+    return lambda fd, *args: getattr(fd.ops, name)(*args)
+
+
+class Scalar:
+    """An operand given as fd.define_scalar(value, dtype); torch sees the
+    Python number."""
+
+    def __init__(self, value, dtype=None):
+        self.value, self.dtype = value, dtype
+
+    def __repr__(self):
+        return f"define_scalar({self.value!r}, {self.dtype})"
+
+
+class ZeroDim:
+    """A 0-dimensional tensor operand."""
+
+    def __init__(self, value, dtype: DataType):
+        self.tensor = torch.tensor(value, dtype=TORCH_DTYPES[dtype])
+
+    def __repr__(self):
+        return f"zero_dim({self.tensor.dtype})"
+
+
+# (lhs, rhs): a DataType is a [3, 4] tensor of that type.
+OPERANDS = [
+    (DataType.Float, DataType.Float),
+    (DataType.Int, DataType.Int),
+    (DataType.Bool, DataType.Bool),
+    (DataType.Int, DataType.Float),
+    (DataType.Bool, DataType.Int),
+    (DataType.Int32, DataType.Int),
+    (DataType.BFloat16, DataType.Float),
+    (DataType.Float, ZeroDim(1.5, DataType.Double)),
+    (DataType.Int, ZeroDim(0.5, DataType.Double)),
+    (DataType.Int, 0.5),
+    (DataType.BFloat16, 1.5),
+    (DataType.Bool, 2),
+    (DataType.Int, True),
+    (2, DataType.Int),
+    (DataType.Int32, Scalar(2, DataType.Int32)),
+    (DataType.Int, Scalar(2, DataType.Int32)),
+    (DataType.Bool, Scalar(3, DataType.Int32)),
+    (DataType.Int32, Scalar(2, DataType.Float)),
+    (DataType.BFloat16, Scalar(0.5)),
+]
+
+
+def _operand(spec, index: int):
+    """(torch value, fusion input or None, value for fd.ops given the
+    fusion's inputs)."""
+    if isinstance(spec, DataType):
+        t = sample([3, 4], TORCH_DTYPES[spec], seed=index, positive=True)
+        return t, t
+    if isinstance(spec, ZeroDim):
+        return spec.tensor, spec.tensor
+    if isinstance(spec, Scalar):
+        floating = spec.dtype in (DataType.Float, DataType.Double)
+        return (float(spec.value) if floating else spec.value), spec
+    return spec, spec
+
+
+@pytest.mark.parametrize("operands", OPERANDS, ids=repr)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_matches_torch_including_the_result_dtype(name, operands):
+    (a, a_arg), (b, b_arg) = (_operand(spec, i) for i, spec in enumerate(operands))
+    expected = _torch_or_error(BINARY[name], a, b)
+    inputs = [t for t in (a_arg, b_arg) if isinstance(t, torch.Tensor)]
+
+    def body(fd, *tvs):
+        it = iter(tvs)
+
+        def arg(x):
+            if isinstance(x, torch.Tensor):
+                return next(it)
+            if isinstance(x, Scalar):
+                return fd.define_scalar(x.value, x.dtype)
+            return x
+
+        lhs, rhs = arg(a_arg), arg(b_arg)
+        return getattr(fd.ops, name)(lhs, rhs)
+
+    if isinstance(expected, RuntimeError):
+        with pytest.raises(TypeError, match=f"^{name}"):
+            run1(body, *inputs)
+        return
+    assert_same(run1(body, *inputs), expected)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_approximations(approximate):
+    x = sample([4, 6], torch.float32, seed=3)
+    out = run1(lambda fd, t: fd.ops.gelu(t, approximate=approximate), x)
+    assert_same(out, F.gelu(x, approximate=approximate))
+    if approximate == "tanh":
+        assert not torch.equal(out, F.gelu(x))
+
+
+def test_gelu_rejects_an_unknown_approximation():
+    with pytest.raises(ValueError, match="gelu: approximate must be 'none' or 'tanh', got 'fast'"):
+        run1(lambda fd, t: fd.ops.gelu(t, approximate="fast"), torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "a_dtype, b_dtype",
+    [(torch.float32, torch.float32), (torch.int64, torch.float32), (torch.bfloat16, torch.int32)],
+)
+def test_where_with_tensors_promotes_the_branches(a_dtype, b_dtype):
+    cond = sample([3, 4], torch.bool, seed=1)
+    a, b = sample([3, 4], a_dtype, seed=2), sample([4], b_dtype, seed=3)
+    out = run1(lambda fd, c, x, y: fd.ops.where(c, x, y), cond, a, b)
+    assert_same(out, torch.where(cond, a, b))
+
+
+@pytest.mark.parametrize("x, y", [(1.0, 0.0), (1, 0), (True, 2.5)])
+def test_where_with_scalar_branches(x, y):
+    cond = sample([5], torch.bool, seed=4)
+    out = run1(lambda fd, c: fd.ops.where(c, x, y), cond)
+    assert_same(out, torch.where(cond, x, y))
+
+
+def test_where_with_a_scalar_branch_and_a_tensor():
+    cond, a = sample([2, 3], torch.bool, seed=5), sample([2, 3], torch.bfloat16, seed=6)
+    out = run1(lambda fd, c, t: fd.ops.where(c, t, 0.5), cond, a)
+    assert_same(out, torch.where(cond, a, 0.5))
+
+
+def test_where_requires_a_bool_condition():
+    with pytest.raises(TypeError, match="where: the condition must be Bool, got Float"):
+        run1(lambda fd, c, t: fd.ops.where(c, t, t), torch.ones(2), torch.ones(2))
+
+
+@pytest.mark.parametrize("target", DTYPES, ids=str)
+@pytest.mark.parametrize("source", DTYPES, ids=str)
+def test_cast_matches_to(source, target):
+    x = sample([4, 5], TORCH_DTYPES[source], seed=7) * (3 if source != DataType.Bool else 1)
+    out = run1(lambda fd, t: fd.ops.cast(t, target), x)
+    assert_same(out, x.to(TORCH_DTYPES[target]))
+
+
+def test_cast_needs_a_tensor_and_a_dtype():
+    with pytest.raises(
+        TypeError, match="cast: at least one operand must be a tensor, got a scalar"
+    ):
+        run1(lambda fd, t: fd.ops.cast(2.0, DataType.Int), torch.ones(1))
+    with pytest.raises(TypeError, match="cast: the target dtype must not be Null"):
+        run1(lambda fd, t: fd.ops.cast(t, DataType.Null), torch.ones(1))
+    with pytest.raises(
+        TypeError, match=r"cast: dtype must be an mdfuser.DataType, got torch.float32"
+    ):
+        run1(lambda fd, t: fd.ops.cast(t, torch.float32), torch.ones(1))
