@@ -234,7 +234,9 @@ void catKernel(KernelCall& call) {
 // (or ATen's out= variants refuse the layout). Returns the buffer to write,
 // a contiguous temporary when `out` is not contiguous.
 at::Tensor contiguousOut(const at::Tensor& out) {
-  return out.is_contiguous() ? out : at::empty_like(out, at::MemoryFormat::Contiguous);
+  return out.is_contiguous()
+             ? out
+             : at::empty_like(out, at::MemoryFormat::Contiguous);
 }
 
 void finish(const at::Tensor& written, at::Tensor& out) {

@@ -232,7 +232,11 @@ class FusionDefinition:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"from_pytorch: expected a torch.Tensor, got {type(tensor).__name__}")
         shape = [s if static_sizes or s == 1 else -1 for s in tensor.shape]
-        return self.define_tensor(shape, dtype=torch_dtype_to_nvfuser_dtype(tensor.dtype))
+        return self.define_tensor(
+            shape,
+            dtype=torch_dtype_to_nvfuser_dtype(tensor.dtype),
+            is_cpu=tensor.dim() == 0 and tensor.is_cpu,
+        )
 
     def define_scalar(self, value: Any = None, dtype: DataType | None = None) -> Val:
         """A constant operand: ``define_scalar(0.5)``, ``define_scalar(2, DataType.Int)``.
@@ -250,6 +254,12 @@ class FusionDefinition:
             raise TypeError(
                 f"define_scalar: value must be a bool, int or float, got {type(value).__name__}"
             )
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not (-(2**63) <= value < 2**63)
+        ):
+            raise ValueError(f"define_scalar: {value} does not fit a 64-bit integer")
         if dtype is not None and not isinstance(dtype, DataType):
             raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")
         return self._fusion.define_scalar(value, DataType.Null if dtype is None else dtype)

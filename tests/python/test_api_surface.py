@@ -81,6 +81,8 @@ def test_define_scalar_and_python_numbers_promote_like_torch():
     assert torch.equal(c, ints < 2)
     with pytest.raises(ValueError, match="scalar inputs .* are not supported"):
         fd.define_scalar(dtype=DataType.Double)
+    with pytest.raises(ValueError, match="does not fit a 64-bit integer"):
+        FusionDefinition().define_scalar(2**63)
     with pytest.raises(TypeError, match="cannot be a Bool"):
         FusionDefinition().define_scalar(1.5, dtype=DataType.Bool)
 
