@@ -148,6 +148,40 @@ std::string ShardByDevice::toString() const {
          ", axis = " + std::to_string(axis_) + ")";
 }
 
+View::View(IrContainer* container, TensorOp* op)
+    : HostExpr(container, op->inputs(), op->outputs()), op_(op) {
+  MDF_CHECK(
+      op->outputs().size() == 1 && !op->tensorInputs().empty(),
+      "a view has one output and a tensor input: ",
+      op->toString());
+}
+
+TensorView* View::in() const {
+  return op_->tensorInputs().front();
+}
+
+TensorView* View::out() const {
+  return op_->out();
+}
+
+std::string View::toString() const {
+  return out()->toString() + " = View(" + std::string(op_->opName()) + ", " +
+         in()->toString() + ")";
+}
+
+std::optional<ViewOf> asView(const Expr* expr) {
+  if (const auto* v = dynamic_cast<const ShardByStream*>(expr)) {
+    return ViewOf{v->out(), v->in()};
+  }
+  if (const auto* v = dynamic_cast<const ShardByDevice*>(expr)) {
+    return ViewOf{v->out(), v->in()};
+  }
+  if (const auto* v = dynamic_cast<const View*>(expr)) {
+    return ViewOf{v->out(), v->in()};
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 std::vector<Val*> asVals(const std::vector<Scalar*>& scalars) {

@@ -229,6 +229,38 @@ class ShardByDevice : public HostExpr {
   Scalar* length_;
 };
 
+// out = a layout operation's result (permute, slice, squeeze, broadcast,
+// reshape) as a view of its input's buffer: no copy, no buffer of its own.
+// The AliasLayoutOps pass turns eligible layout operations into views.
+class View : public HostExpr {
+ public:
+  View(IrContainer* container, TensorOp* op);
+
+  // The layout operation the view computes; not run as a kernel.
+  TensorOp* op() const {
+    return op_;
+  }
+  TensorView* in() const;
+  TensorView* out() const;
+
+  std::string_view opName() const override {
+    return "View";
+  }
+  // "T8 = View(permute, T7, dims=[1, 0])"
+  std::string toString() const override;
+
+ private:
+  TensorOp* op_;
+};
+
+// When `expr` makes a view of another tensor's buffer (ShardByStream,
+// ShardByDevice, View): the view and the tensor it views.
+struct ViewOf {
+  TensorView* view;
+  TensorView* source;
+};
+std::optional<ViewOf> asView(const Expr* expr);
+
 // Binds a fresh, uninitialized (or zeroed) buffer of local extents `shape`
 // to `buffer`.
 class Allocate : public HostExpr {

@@ -156,6 +156,11 @@ class Verifier {
         state.tensors.insert(view->out());
         continue;
       }
+      if (const auto* view = dynamic_cast<const View*>(expr)) {
+        checkTensor(view->in(), state, expr);
+        state.tensors.insert(view->out());
+        continue;
+      }
       if (const auto* view = dynamic_cast<const ShardByDevice*>(expr)) {
         checkTensor(view->in(), state, expr);
         checkScalar(view->start(), state, expr);

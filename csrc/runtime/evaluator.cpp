@@ -126,6 +126,9 @@ class Interpreter {
           tensor(view->in())
               .narrow(
                   view->axis(), scalar(view->start()), scalar(view->length())));
+    } else if (const auto* alias = dynamic_cast<const hir::View*>(expr)) {
+      state_.tensors.insert_or_assign(
+          alias->out(), layoutView(bind(*alias->op())));
     } else if (
         const auto* part = dynamic_cast<const hir::ShardByDevice*>(expr)) {
       state_.tensors.insert_or_assign(
@@ -168,9 +171,10 @@ class Interpreter {
                           : at::empty(shape, options));
   }
 
-  void runCompute(const TensorOp* op) {
-    KernelCall call{*op, {}, {}, {}, state_.scalars};
-    for (const Val* in : op->inputs()) {
+  // `op`'s operands bound; outputs only when `with_outputs`.
+  KernelCall bind(const TensorOp& op, bool with_outputs = false) {
+    KernelCall call{op, {}, {}, {}, state_.scalars};
+    for (const Val* in : op.inputs()) {
       if (const auto* tv = dynamic_cast<const TensorView*>(in)) {
         call.tensors.push_back(tensor(tv));
         call.scalars.emplace_back();
@@ -183,9 +187,16 @@ class Interpreter {
         call.scalars.emplace_back(scalar(static_cast<const Scalar*>(in)));
       }
     }
-    for (const TensorView* out : op->outs()) {
-      call.outputs.push_back(tensor(out));
+    if (with_outputs) {
+      for (const TensorView* out : op.outs()) {
+        call.outputs.push_back(tensor(out));
+      }
     }
+    return call;
+  }
+
+  void runCompute(const TensorOp* op) {
+    KernelCall call = bind(*op, /*with_outputs=*/true);
     try {
       runKernel(call);
     } catch (const c10::Error& e) {

@@ -28,6 +28,7 @@ std::vector<int64_t> signatureOf(
   std::vector<int64_t> key;
   key.push_back(options.inplace_allreduce ? 1 : 0);
   key.push_back(options.compute_on_main_stream ? 1 : 0);
+  key.push_back(options.alias_layout_ops ? 1 : 0);
   key.push_back(
       options.backend.has_value() ? static_cast<int64_t>(*options.backend)
                                   : -1);
@@ -136,6 +137,7 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
       *program->hic,
       {.dump_after_each_pass = show(dump.host_ir_passes),
        .inplace_allreduce = options.inplace_allreduce,
+       .alias_layout_ops = options.alias_layout_ops,
        .stream_schedule = options.compute_on_main_stream
                               ? hir::StreamSchedule::kCommunicationPerStream
                               : hir::StreamSchedule::kIterationPerStream});

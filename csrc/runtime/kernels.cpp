@@ -423,6 +423,75 @@ static_assert(kernelsInOrder(), "kKernels must list every OpType in order");
 
 } // namespace
 
+at::Tensor layoutView(const KernelCall& call) {
+  const at::Tensor& in = call.tensors.at(0);
+  switch (call.op.type()) {
+    case OpType::Permute:
+      return in.permute(static_cast<const PermuteOp&>(call.op).dims());
+    case OpType::Slice: {
+      const auto& op = static_cast<const SliceOp&>(call.op);
+      const std::vector<IterDomain*>& out_ids = op.out()->logical();
+      at::Tensor view = in;
+      for (int64_t a = 0; a < in.dim(); ++a) {
+        if (!op.isWhole(a)) {
+          view = view.narrow(
+              a,
+              call.scalars.at(a + 1).toLong(),
+              call.extents.evaluate(out_ids.at(a)->extent()));
+        }
+      }
+      return view;
+    }
+    case OpType::Squeeze: {
+      const std::vector<bool>& removed =
+          static_cast<const SqueezeOp&>(call.op).isRemoved();
+      at::Tensor view = in;
+      for (int64_t a = static_cast<int64_t>(removed.size()) - 1; a >= 0; --a) {
+        if (removed[a]) {
+          view = view.squeeze(a);
+        }
+      }
+      return view;
+    }
+    case OpType::Broadcast: {
+      const std::vector<bool>& is_new =
+          static_cast<const BroadcastOp&>(call.op).isNew();
+      at::Tensor view = in;
+      for (size_t a = 0; a < is_new.size(); ++a) {
+        if (is_new[a]) {
+          view = view.unsqueeze(static_cast<int64_t>(a));
+        }
+      }
+      return view;
+    }
+    case OpType::Reshape: {
+      // Per group of axes, the output extents: global ones, except the
+      // outermost of a group, which takes what the local input holds (a
+      // device's or a stream chunk's part of it).
+      const auto& op = static_cast<const ReshapeOp&>(call.op);
+      const std::vector<IterDomain*>& out_ids = op.out()->logical();
+      std::vector<int64_t> shape(out_ids.size(), 1);
+      for (const ReshapeOp::Group& g : op.groups()) {
+        int64_t local = 1;
+        for (int64_t a = g.in_begin; a < g.in_end; ++a) {
+          local *= in.size(a);
+        }
+        int64_t rest = 1;
+        for (int64_t j = g.out_begin + 1; j < g.out_end; ++j) {
+          shape[j] = call.extents.evaluate(out_ids[j]->extent());
+          rest *= shape[j];
+        }
+        if (g.out_begin < g.out_end) {
+          shape[g.out_begin] = rest == 0 ? 0 : local / rest;
+        }
+      }
+      return in.reshape(shape);
+    }
+    default:
+      MDF_UNREACHABLE("not a layout operation: ", call.op.opName());
+  }
+}
+
 void runKernel(KernelCall& call) {
   const auto index = static_cast<size_t>(call.op.type());
   MDF_CHECK_LT(index, std::size(kKernels));

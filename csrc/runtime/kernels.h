@@ -30,4 +30,9 @@ struct KernelCall {
 // type to kernel is in kernels.cpp.
 void runKernel(KernelCall& call);
 
+// The result of a layout operation (permute, slice, squeeze, broadcast,
+// reshape) on `call.tensors[0]` as a view of it, without writing anything
+// (a reshape that no view can express copies). `call.outputs` is unused.
+at::Tensor layoutView(const KernelCall& call);
+
 } // namespace mdfuser

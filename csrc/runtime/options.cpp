@@ -113,7 +113,8 @@ ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {
   std::vector<std::string> known_enable = {"compute_on_main_stream"};
-  std::vector<std::string> known_disable = {"inplace_allreduce"};
+  std::vector<std::string> known_disable = {
+      "inplace_allreduce", "alias_layout_ops"};
   const auto& ignored_enable = ignoredEnableOptions();
   const auto& ignored_disable = ignoredDisableOptions();
   known_enable.insert(
@@ -149,6 +150,9 @@ ExecuteOptions ExecuteOptions::parse(
   for (const std::string& name : disable) {
     if (name == "inplace_allreduce") {
       options.inplace_allreduce = false;
+    }
+    if (name == "alias_layout_ops") {
+      options.alias_layout_ops = false;
     }
   }
   return options;

@@ -33,6 +33,9 @@ struct ExecuteOptions {
   // Computation on the caller's stream, communications on worker streams
   // (StreamSchedule::kCommunicationPerStream); "compute_on_main_stream".
   bool compute_on_main_stream = false;
+  // Layout operations are views of their input (AliasLayoutOps); disabled by
+  // "alias_layout_ops", which makes each a copy.
+  bool alias_layout_ops = true;
   // The library carrying communications; unset: NCCL for CUDA tensors, Gloo
   // for CPU tensors.
   std::optional<hir::CommunicatorBackend> backend;

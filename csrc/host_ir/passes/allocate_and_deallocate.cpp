@@ -45,11 +45,8 @@ class Allocator {
     std::vector<Site> prefix;
     collectLeaves(hic.topLevel(), prefix, leaves_);
     for (const Leaf& leaf : leaves_) {
-      if (auto* view = dynamic_cast<ShardByStream*>(leaf.expr)) {
-        view_source_[view->out()] = view->in();
-      }
-      if (auto* view = dynamic_cast<ShardByDevice*>(leaf.expr)) {
-        view_source_[view->out()] = view->in();
+      if (std::optional<ViewOf> view = asView(leaf.expr)) {
+        view_source_[view->view] = view->source;
       }
     }
   }
@@ -109,8 +106,7 @@ class Allocator {
   // Whether each iteration of a loop can start with a fresh buffer: the
   // first use overwrites the tensor itself, not through a view.
   bool startsWithFullWrite(TensorView* tv, const Leaf& first) const {
-    if (dynamic_cast<const ShardByStream*>(first.expr) != nullptr ||
-        dynamic_cast<const ShardByDevice*>(first.expr) != nullptr) {
+    if (asView(first.expr).has_value()) {
       return false;
     }
     const auto& outs = first.expr->outputs();

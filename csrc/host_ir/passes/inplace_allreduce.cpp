@@ -40,11 +40,8 @@ class Rewriter {
       for (const Val* v : expr->outputs()) {
         users_[v].push_back(expr);
       }
-      if (const auto* view = dynamic_cast<const ShardByStream*>(expr)) {
-        view_source_[view->out()] = view->in();
-      }
-      if (const auto* view = dynamic_cast<const ShardByDevice*>(expr)) {
-        view_source_[view->out()] = view->in();
+      if (std::optional<ViewOf> view = asView(expr)) {
+        view_source_[view->view] = view->source;
       }
     }
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "host_ir/passes/pass_manager.h"
 
+#include "host_ir/passes/alias_layout_ops.h"
 #include "host_ir/passes/allocate_and_deallocate.h"
 #include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/verifier.h"
@@ -29,6 +30,9 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
   HostPassManager manager(options);
   if (options.inplace_allreduce) {
     manager.add({"InplaceAllreduce", inplaceAllreduce});
+  }
+  if (options.alias_layout_ops) {
+    manager.add({"AliasLayoutOps", aliasLayoutOps});
   }
   manager.add({"AllocateAndDeallocate", allocateAndDeallocate, true})
       .add(

@@ -18,6 +18,8 @@ struct HostPassOptions {
   bool verify = true;
   // Run InplaceAllreduce.
   bool inplace_allreduce = true;
+  // Run AliasLayoutOps.
+  bool alias_layout_ops = true;
   // How AssignStreams places Stream loop iterations.
   StreamSchedule stream_schedule = StreamSchedule::kIterationPerStream;
 };
@@ -51,6 +53,8 @@ class HostPassManager {
 // The host pipeline:
 //   InplaceAllreduce      (unless disabled) before allocation, so that the
 //                         temporaries it removes are never allocated
+//   AliasLayoutOps        (unless disabled) before allocation, so that views
+//                         get no buffer of their own
 //   AllocateAndDeallocate
 //   AssignStreams         after allocation, so that buffers allocated in a
 //                         Stream loop body are allocated on its worker stream

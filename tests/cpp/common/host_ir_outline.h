@@ -33,6 +33,9 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
     } else if (const auto* v = dynamic_cast<const ShardByStream*>(e)) {
       s += t(v->out()) + " = ShardByStream(" + t(v->in()) + ", " +
            v->index()->toString() + ")";
+    } else if (const auto* alias = dynamic_cast<const View*>(e)) {
+      s += "View(" + std::string(alias->op()->opName()) + ") " +
+           t(alias->out()) + " of " + t(alias->in());
     } else if (const auto* c = dynamic_cast<const Communication*>(e)) {
       s += "Communication " + std::to_string(c->name()) + " " + t(c->in()) +
            " -> " + t(c->out());
