@@ -116,7 +116,10 @@ def mlp_backward(h: int, d: int, mode: str, streams: int = 1, dtype=DataType.BFl
         grad_b2 = ops.sum(grad_y, [0])
         grad_w2 = ops.matmul(ops.permute(grad_y, [1, 0]), act)
         grad_act = ops.matmul(grad_y, w2)
-        grad_pre = ops.cast(_gelu_tanh_grad(fd, pre, grad_act), dtype)
+        # The pointwise gradient in float32, as torch's gelu_backward
+        # computes it, rounded once to the block's dtype.
+        f32 = [ops.cast(t, DataType.Float) for t in (pre, grad_act)]
+        grad_pre = ops.cast(_gelu_tanh_grad(fd, *f32), dtype)
         grad_b1 = ops.sum(grad_pre, [0])
         grad_w1 = ops.matmul(ops.permute(grad_pre, [1, 0]), x)
         grad_x = ops.matmul(grad_pre, w1)
@@ -308,7 +311,8 @@ def attention_reference(x, w_qkv, b_qkv, w_o, b_o, a: Attention):
         per_head[..., i * a.head_size : (i + 1) * a.head_size].permute(1, 2, 0, 3) for i in range(3)
     )
     o = f.scaled_dot_product_attention(q, k, v, is_causal=True)
-    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(a.head_size)
+    acc = torch.promote_types(q.dtype, torch.float32)  # lse is float32 at least
+    scores = (q.to(acc) @ k.to(acc).transpose(-1, -2)) / math.sqrt(a.head_size)
     mask = torch.ones(a.seq, a.seq, dtype=torch.bool, device=x.device).tril()
     lse = torch.logsumexp(scores.masked_fill(~mask, float("-inf")), dim=-1)
     merged = o.permute(2, 0, 1, 3).reshape(a.seq, a.batch, a.e)

@@ -15,6 +15,11 @@ import torch
 
 from mdfuser.multidevice import Communicator, shard_tensor
 
+# How many times torch's own rounding error a block may make: its partial
+# sums are rounded to the block's dtype before they are summed across
+# devices, and its stream chunks round per chunk.
+FUDGE = 4
+
 
 @dataclass
 class MultideviceTest:
@@ -40,13 +45,40 @@ class MultideviceTest:
 
         return DataType.BFloat16 if self.device.type == "cuda" else DataType.Float
 
-    def assert_close(self, actual: torch.Tensor, expected: torch.Tensor, msg: str = "") -> None:
-        """torch's tolerances for the dtype; bfloat16 with an absolute
-        tolerance of 1e-2 as torch's own matmul tests use, since partial sums
-        are rounded before they are summed across devices."""
-        kwargs = dict(rtol=1.6e-2, atol=1e-2) if actual.dtype == torch.bfloat16 else {}
+    def references(self, fn, tensors: dict[str, torch.Tensor]):
+        """Runs `fn(**tensors)`, plain torch, on this rank's device twice:
+        in float64 from the tensors rounded to the block's dtype (the
+        reference) and in the block's dtype (what torch itself gets, which
+        sets the tolerance; see `tolerance`). Returns (reference, torch's
+        result)."""
+        low = {k: v.to(self.device, self.dtype) for k, v in tensors.items()}
+        return fn(**{k: v.double() for k, v in low.items()}), fn(**low)
+
+    def tolerance(self, expected: torch.Tensor, torch_result: torch.Tensor) -> dict[str, float]:
+        """Tolerances against `expected`, a float64 reference from
+        `references`, derived the way torch's attention tests derive theirs:
+        the block may stray from the reference by FUDGE times as much as
+        torch's own result in the block's dtype (`torch_result`) does at
+        worst, and never less than torch's default absolute tolerance for the
+        dtype, plus that dtype's default relative tolerance."""
+        atol, rtol = {torch.float32: (1e-5, 1.3e-6), torch.bfloat16: (1e-5, 1.6e-2)}[self.dtype]
+        deviation = (torch_result.double() - expected).abs().max().item()
+        return dict(rtol=rtol, atol=max(atol, FUDGE * deviation))
+
+    def assert_close(
+        self,
+        actual: torch.Tensor,
+        expected: torch.Tensor,
+        tolerance: dict[str, float],
+        msg: str = "",
+    ) -> None:
+        """Compares a block's output with its reference, in the reference's
+        dtype, with the tolerances of `tolerance`."""
         torch.testing.assert_close(
-            actual.cpu(), expected.cpu(), **kwargs, msg=lambda m: f"{msg}: {m}"
+            actual.cpu().to(expected.dtype),
+            expected.cpu(),
+            **tolerance,
+            msg=lambda m: f"{msg}: {m}",
         )
 
     def require(self, devices: int) -> None:

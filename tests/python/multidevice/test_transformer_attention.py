@@ -13,7 +13,7 @@ from mdfuser.multidevice import shard_tensor
 
 
 def sizes(d: int) -> Attention:
-    return Attention(seq=4 * d, batch=2, e=8 * d, heads=2 * d)
+    return Attention(seq=4 * d, batch=2, e=16 * d, heads=2 * d)
 
 
 def weights(a: Attention, seed: int) -> dict[str, torch.Tensor]:
@@ -27,16 +27,37 @@ def weights(a: Attention, seed: int) -> dict[str, torch.Tensor]:
     )
 
 
-def check(test, block, outputs: list[torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+def check(test, block, outputs: list[torch.Tensor], want: dict, torch_result: dict) -> None:
+    """Each output against the float64 reference `want`, with tolerances
+    from torch's own result in the block's dtype; dtypes as torch's."""
     compiled = block.fd.output_tensors()
     for i, name in enumerate(block.outputs):
-        want = shard_tensor(expected[name].detach().cpu(), compiled[i])
-        assert outputs[i].dtype == want.dtype, name
-        test.assert_close(outputs[i], want, msg=name)
+        assert outputs[i].dtype == torch_result[name].dtype, name
+        shard = shard_tensor(want[name].detach().cpu(), compiled[i])
+        test.assert_close(
+            outputs[i], shard, test.tolerance(want[name], torch_result[name]), msg=name
+        )
 
 
-def on(test, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.to(test.device, test.dtype) for k, v in tensors.items()}
+def forward(a: Attention):
+    def run(x, w_qkv, b_qkv, w_o, b_o):
+        y, qkv, o, lse = attention_reference(x, w_qkv, b_qkv, w_o, b_o, a)
+        return dict(y=y, qkv=qkv, o=o, lse=lse)
+
+    return run
+
+
+def backward(a: Attention):
+    """The gradients by torch's autograd, with what the forward saves."""
+
+    def run(grad_y, **tensors):
+        leaves = {k: v.clone().requires_grad_() for k, v in tensors.items()}
+        y, qkv, o, lse = attention_reference(**leaves, a=a)
+        y.backward(grad_y)
+        grads = {f"grad_{k}": v.grad for k, v in leaves.items()}
+        return grads, dict(qkv=qkv.detach(), o=o.detach(), lse=lse.detach())
+
+    return run
 
 
 @pytest.mark.parametrize("streams", [1, 2])
@@ -45,11 +66,13 @@ def test_forward(multidevice_test, mode, streams):
     d = multidevice_test.size
     a = sizes(d)
     test = multidevice_test
-    full = on(test, weights(a, seed=3))
+    full = weights(a, seed=3)
     block = attention_forward(a, d, mode, streams, test.mdfuser_dtype)
-    outputs = block.fd.execute([test.shard(full[k].cpu(), tv) for k, tv in block.inputs.items()])
-    y, qkv, o, lse = attention_reference(*(full[k] for k in block.inputs), a)
-    check(test, block, outputs, dict(y=y, qkv=qkv, o=o, lse=lse))
+    outputs = block.fd.execute(
+        [test.shard(full[k].to(test.dtype), tv) for k, tv in block.inputs.items()]
+    )
+    want, torch_result = test.references(forward(a), full)
+    check(test, block, outputs, want, torch_result)
     # Heads are split across the devices: each holds heads / d of them.
     assert outputs[2].shape[1] == a.heads // d
     if streams > 1:
@@ -64,35 +87,16 @@ def test_backward(multidevice_test, mode):
     a = sizes(d)
     test = multidevice_test
     full = weights(a, seed=5)
-    leaves = {k: v.clone().requires_grad_() for k, v in on(test, full).items()}
-    y, qkv, o, lse = attention_reference(*leaves.values(), a)
-    grad_y = torch.randn(a.seq, a.batch, a.e, generator=torch.Generator().manual_seed(6))
-    y.backward(grad_y.to(test.device, test.dtype))
-    saved = dict(
-        x=full["x"],
-        w_qkv=full["w_qkv"],
-        w_o=full["w_o"],
-        qkv=qkv.detach().cpu(),
-        o=o.detach().cpu(),
-        lse=lse.detach().cpu(),
-        grad_y=grad_y,
-    )
+    full["grad_y"] = torch.randn(a.seq, a.batch, a.e, generator=torch.Generator().manual_seed(6))
+    (want, _), (torch_result, saved) = test.references(backward(a), full)
+    # What the forward in the block's dtype saved; lse stays float32.
+    saved = {k: v.cpu() for k, v in saved.items()}
+    given = dict(full, **saved)
     block = attention_backward(a, d, mode, test.mdfuser_dtype)
     outputs = block.fd.execute(
         [
-            test.shard(v if k == "lse" else v.to(test.dtype), block.inputs[k])
-            for k, v in saved.items()
+            test.shard(given[k] if k == "lse" else given[k].to(test.dtype), tv)
+            for k, tv in block.inputs.items()
         ]
     )
-    check(
-        test,
-        block,
-        outputs,
-        dict(
-            grad_x=leaves["x"].grad,
-            grad_w_qkv=leaves["w_qkv"].grad,
-            grad_b_qkv=leaves["b_qkv"].grad,
-            grad_w_o=leaves["w_o"].grad,
-            grad_b_o=leaves["b_o"].grad,
-        ),
-    )
+    check(test, block, outputs, want, torch_result)

@@ -34,45 +34,54 @@ def run(test, block, full: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     return block.fd.execute(args)
 
 
-def expect(test, block, name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+def expect(test, block, name: str, got: torch.Tensor, want, torch_result) -> None:
     # The output as mdfuser sharded it (the definition may leave it to
     # propagation).
     index = list(block.outputs).index(name)
     shard = shard_tensor(want.detach().cpu(), block.fd.output_tensors()[index])
     assert got.shape == shard.shape, name
     assert got.dtype == test.dtype, name
-    test.assert_close(got, shard, msg=name)
+    test.assert_close(got, shard, test.tolerance(want, torch_result), msg=name)
+
+
+def forward(x, w1, b1, w2, b2, grad_y):
+    return mlp_reference(x, w1, b1, w2, b2)[0]
+
+
+def backward(x, w1, b1, w2, b2, grad_y):
+    """The gradients by torch's autograd and the saved pre-activation."""
+    leaves = {
+        k: v.clone().requires_grad_() for k, v in dict(x=x, w1=w1, b1=b1, w2=w2, b2=b2).items()
+    }
+    y, pre = mlp_reference(**leaves)
+    y.backward(grad_y)
+    return {f"grad_{k}": v.grad for k, v in leaves.items()}, pre.detach()
 
 
 @pytest.mark.parametrize("streams", [1, 2])
 @pytest.mark.parametrize("mode", ["tp", "sp"])
 def test_forward(multidevice_test, mode, streams):
-    d = multidevice_test.size
+    test = multidevice_test
+    d = test.size
     t = 4 * d * streams
     full = inputs(t, seed=7)
-    block = mlp_forward(H, d, mode, streams, multidevice_test.mdfuser_dtype)
-    (y,) = run(multidevice_test, block, full)
-    on = {k: v.to(multidevice_test.device, multidevice_test.dtype) for k, v in full.items()}
-    want, _ = mlp_reference(on["x"], on["w1"], on["b1"], on["w2"], on["b2"])
-    expect(multidevice_test, block, "y", y, want)
+    block = mlp_forward(H, d, mode, streams, test.mdfuser_dtype)
+    (y,) = run(test, block, full)
+    want, torch_result = test.references(forward, full)
+    expect(test, block, "y", y, want, torch_result)
 
 
 @pytest.mark.parametrize("streams", [1, 2])
 @pytest.mark.parametrize("mode", ["tp", "sp"])
 def test_backward(multidevice_test, mode, streams):
-    d = multidevice_test.size
+    test = multidevice_test
+    d = test.size
     t = 4 * d * streams
     full = inputs(t, seed=11)
-    test = multidevice_test
-    leaves = {
-        k: full[k].to(test.device, test.dtype).clone().requires_grad_()
-        for k in ("x", "w1", "b1", "w2", "b2")
-    }
-    y, pre = mlp_reference(**leaves)
-    y.backward(full["grad_y"].to(test.device, test.dtype))
-    full["pre"] = pre.detach().cpu()
+    (want, _), (torch_result, pre) = test.references(backward, full)
+    full["pre"] = pre.cpu()
 
     block = mlp_backward(H, d, mode, streams, test.mdfuser_dtype)
     got = dict(zip(block.outputs, run(test, block, full)))
-    for name in ("x", "w1", "b1", "w2", "b2"):
-        expect(test, block, f"grad_{name}", got[f"grad_{name}"], leaves[name].grad)
+    for name in want:
+        expect(test, block, name, got[name], want[name], torch_result[name])
