@@ -116,6 +116,7 @@ step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
   step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
+  step example_blocks_1proc 90 "$PYTHON" examples/transformer_blocks.py
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
     step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
