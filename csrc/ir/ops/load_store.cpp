@@ -19,13 +19,7 @@ std::vector<AxisMapping> LoadStoreOp::mapProducerToConsumer(
     const TensorView* producer, const TensorView* consumer) const {
   MDF_CHECK(producer == in(), producer->toString(), " is not an operand");
   MDF_CHECK(consumer == out(), consumer->toString(), " is not an output");
-  const std::vector<IterDomain*> p = producer->logicalNoReductions();
-  const std::vector<IterDomain*>& c = consumer->maybeRoot();
-  std::vector<AxisMapping> result;
-  for (size_t i = 0; i < p.size() && i < c.size(); ++i) {
-    result.push_back({p[i], c[i]});
-  }
-  return result;
+  return mapAxisByAxis(producer, consumer);
 }
 
 TensorOp* LoadStoreOp::recreate(

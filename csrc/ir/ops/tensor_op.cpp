@@ -29,6 +29,17 @@ std::vector<TensorView*> TensorOp::outs() const {
   return result;
 }
 
+std::vector<AxisMapping> TensorOp::mapAxisByAxis(
+    const TensorView* producer, const TensorView* consumer) {
+  const std::vector<IterDomain*> p = producer->logicalNoReductions();
+  const std::vector<IterDomain*>& c = consumer->maybeRoot();
+  std::vector<AxisMapping> result;
+  for (size_t i = 0; i < p.size() && i < c.size(); ++i) {
+    result.push_back({p[i], c[i]});
+  }
+  return result;
+}
+
 std::vector<TensorView*> TensorOp::tensorInputs() const {
   std::vector<TensorView*> result;
   for (Val* in : inputs()) {

@@ -96,6 +96,13 @@ class TensorOp : public Expr {
     return {};
   }
 
+  // The map of an operation that keeps every axis where it is: the i-th
+  // non-reduction logical axis of `producer` to the i-th root axis of
+  // `consumer` (set, and reductions, whose reduced axes stay in place as
+  // reduction axes).
+  static std::vector<AxisMapping> mapAxisByAxis(
+      const TensorView* producer, const TensorView* consumer);
+
  private:
   OpType type_;
 };
