@@ -15,28 +15,14 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "common/expect_error.h"
+#include "common/world.h"
 #include "runtime/collectives.h"
 #include "runtime/communicator.h"
 
 namespace mdfuser {
 namespace {
 
-// The world's communicator, shared by the tests and shut down at the end.
-Communicator* world = nullptr;
-
-class WorldEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    world = new Communicator(
-        LaunchInfo::fromEnvironment(), CommunicatorOptions::fromEnvironment());
-    ASSERT_GE(world->size(), 2) << "run this binary with mpirun -np 2 or 3";
-  }
-  void TearDown() override {
-    world->shutdown();
-    delete world;
-    world = nullptr;
-  }
-};
+using test::world;
 
 using Op = c10d::ReduceOp::RedOpType;
 constexpr Op kOps[] = {
@@ -573,7 +559,5 @@ TEST(Collectives, MalformedRequestsAreInternalErrors) {
 } // namespace mdfuser
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new mdfuser::WorldEnvironment);
-  return RUN_ALL_TESTS();
+  return mdfuser::test::runWorldTests(argc, argv, 2, 3);
 }

@@ -9,28 +9,14 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "common/row_parallel.h"
+#include "common/world.h"
 #include "runtime/communicator.h"
 #include "runtime/executor_cache.h"
 
 namespace mdfuser {
 namespace {
 
-// The world's communicator, shared by the tests and shut down at the end.
-Communicator* world = nullptr;
-
-class WorldEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    world = new Communicator(
-        LaunchInfo::fromEnvironment(), CommunicatorOptions::fromEnvironment());
-    ASSERT_EQ(world->size(), 2) << "run this binary with mpirun -np 2";
-  }
-  void TearDown() override {
-    world->shutdown();
-    delete world;
-    world = nullptr;
-  }
-};
+using test::world;
 
 TEST(Multiprocess, GlooAllreduceSumsOverTheTeam) {
   c10d::Backend& gloo = world->backend({0, 1}, hir::CommunicatorBackend::kGloo);
@@ -86,7 +72,5 @@ TEST(Multiprocess, RowParallelLinearEqualsTheUnshardedLinear) {
 } // namespace mdfuser
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new mdfuser::WorldEnvironment);
-  return RUN_ALL_TESTS();
+  return mdfuser::test::runWorldTests(argc, argv, 2, 2);
 }
