@@ -20,15 +20,7 @@ _TORCH_TO_MDFUSER = {
     bool: DataType.Bool,
 }
 
-_MDFUSER_TO_TORCH = {
-    DataType.Float: torch.float32,
-    DataType.Double: torch.float64,
-    DataType.Half: torch.float16,
-    DataType.BFloat16: torch.bfloat16,
-    DataType.Int: torch.int64,
-    DataType.Int32: torch.int32,
-    DataType.Bool: torch.bool,
-}
+_MDFUSER_TO_TORCH = {v: k for k, v in _TORCH_TO_MDFUSER.items() if isinstance(k, torch.dtype)}
 
 
 def torch_dtype_to_nvfuser_dtype(dtype) -> DataType:

@@ -8,18 +8,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from mdfuser import DataType, FusionDefinition
+from mdfuser import FusionDefinition
 from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype
-
-TORCH_DTYPES = {
-    DataType.Float: torch.float32,
-    DataType.Double: torch.float64,
-    DataType.Half: torch.float16,
-    DataType.BFloat16: torch.bfloat16,
-    DataType.Int: torch.int64,
-    DataType.Int32: torch.int32,
-    DataType.Bool: torch.bool,
-}
 
 
 def define_like(fd: FusionDefinition, t: torch.Tensor, static_sizes: bool = False):

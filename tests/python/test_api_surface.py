@@ -15,7 +15,7 @@ from mdfuser.multidevice import (
     MultiDeviceExecutorParams,
     shard_tensor,
 )
-from mdfuser.pytorch_utils import torch_dtype_to_nvfuser_dtype
+from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype, torch_dtype_to_nvfuser_dtype
 
 
 def small_mlp() -> tuple[FusionDefinition, list[torch.Tensor]]:
@@ -36,6 +36,21 @@ def test_torch_dtype_to_nvfuser_dtype():
     assert torch_dtype_to_nvfuser_dtype(float) == DataType.Double
     with pytest.raises(KeyError, match="no DataType for torch.uint8"):
         torch_dtype_to_nvfuser_dtype(torch.uint8)
+
+
+def test_nvfuser_dtype_to_torch_dtype():
+    pairs = {
+        DataType.Float: torch.float32,
+        DataType.Double: torch.float64,
+        DataType.Half: torch.float16,
+        DataType.BFloat16: torch.bfloat16,
+        DataType.Int: torch.int64,
+        DataType.Int32: torch.int32,
+        DataType.Bool: torch.bool,
+    }
+    for dtype, torch_dtype in pairs.items():
+        assert nvfuser_dtype_to_torch_dtype(dtype) == torch_dtype
+        assert torch_dtype_to_nvfuser_dtype(torch_dtype) == dtype
 
 
 def test_device_mesh_from_a_range_and_its_size():

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from op_testing import TORCH_DTYPES, assert_same, run1, sample
+from op_testing import assert_same, run1, sample
 
 from mdfuser import _C, DataType
+from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype
 
 UNARY = {
     "neg": torch.neg,
@@ -85,7 +86,7 @@ def _torch_or_error(f, *args):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", list(UNARY))
 def test_unary_matches_torch(name, dtype):
-    x = sample([3, 5], TORCH_DTYPES[dtype], seed=1, positive=name in POSITIVE)
+    x = sample([3, 5], nvfuser_dtype_to_torch_dtype(dtype), seed=1, positive=name in POSITIVE)
     expected = _torch_or_error(UNARY[name], x)
     op = getattr_op(name)
     if isinstance(expected, RuntimeError):
@@ -114,7 +115,7 @@ class ZeroDim:
     """A 0-dimensional tensor operand."""
 
     def __init__(self, value, dtype: DataType):
-        self.tensor = torch.tensor(value, dtype=TORCH_DTYPES[dtype])
+        self.tensor = torch.tensor(value, dtype=nvfuser_dtype_to_torch_dtype(dtype))
 
     def __repr__(self):
         return f"zero_dim({self.tensor.dtype})"
@@ -148,7 +149,7 @@ def _operand(spec, index: int):
     """(torch value, fusion input or None, value for fd.ops given the
     fusion's inputs)."""
     if isinstance(spec, DataType):
-        t = sample([3, 4], TORCH_DTYPES[spec], seed=index, positive=True)
+        t = sample([3, 4], nvfuser_dtype_to_torch_dtype(spec), seed=index, positive=True)
         return t, t
     if isinstance(spec, ZeroDim):
         return spec.tensor, spec.tensor
@@ -231,9 +232,11 @@ def test_where_requires_a_bool_condition():
 @pytest.mark.parametrize("target", DTYPES, ids=str)
 @pytest.mark.parametrize("source", DTYPES, ids=str)
 def test_cast_matches_to(source, target):
-    x = sample([4, 5], TORCH_DTYPES[source], seed=7) * (3 if source != DataType.Bool else 1)
+    x = sample([4, 5], nvfuser_dtype_to_torch_dtype(source), seed=7) * (
+        3 if source != DataType.Bool else 1
+    )
     out = run1(lambda fd, t: fd.ops.cast(t, target), x)
-    assert_same(out, x.to(TORCH_DTYPES[target]))
+    assert_same(out, x.to(nvfuser_dtype_to_torch_dtype(target)))
 
 
 def test_cast_needs_a_tensor_and_a_dtype():
