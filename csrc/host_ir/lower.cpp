@@ -15,9 +15,6 @@ namespace mdfuser::hir {
 
 namespace {
 
-constexpr ParallelType kDeviceParallelTypes[] = {
-    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
-
 Scalar* streamParts(const TensorOp* op) {
   for (const TensorView* tv : op->outs()) {
     ParallelAxis axis =

@@ -15,6 +15,10 @@ enum class ParallelType { Serial, Stream, DIDx, DIDy, DIDz };
 
 bool isDeviceParallel(ParallelType pt);
 
+// The device parallel types, of the innermost mesh axis first.
+inline constexpr ParallelType kDeviceParallelTypes[] = {
+    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
+
 // The Python-visible name: "serial", "stream", "mesh_x", "mesh_y", "mesh_z".
 std::string_view parallelTypeName(ParallelType pt);
 

@@ -11,9 +11,6 @@ namespace mdfuser {
 
 namespace {
 
-constexpr ParallelType kDeviceParallelTypes[] = {
-    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
-
 using Kind = DeviceSharding::Kind;
 
 std::string describe(const DeviceSharding& s) {

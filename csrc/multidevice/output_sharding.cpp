@@ -11,9 +11,6 @@ namespace mdfuser {
 
 namespace {
 
-constexpr ParallelType kDeviceParallelTypes[] = {
-    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
-
 bool contains(const std::vector<IterDomain*>& ids, const IterDomain* id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }

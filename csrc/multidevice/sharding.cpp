@@ -12,9 +12,6 @@ namespace mdfuser {
 
 namespace {
 
-constexpr ParallelType kDeviceParallelTypes[] = {
-    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
-
 bool contains(const std::vector<IterDomain*>& ids, const IterDomain* id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
@@ -90,26 +87,24 @@ ParallelAxis findParallelAxis(
         "; mdfuser supports parallel axes that are the outer part of a chain "
         "of splits, each splitting the inner part of the previous one");
   };
+  // The split that defines `id`; anything else is refused.
+  auto definingSplit = [&](const IterDomain* id) {
+    Expr* def = id->definition();
+    auto* split = dynamic_cast<Split*>(def);
+    if (split == nullptr) {
+      unsupported(
+          def == nullptr ? "does not derive from a tensor axis"
+                         : "comes from a merge");
+    }
+    return split;
+  };
   IterDomain* id = result.loop;
   if (!contains(domain, id)) {
-    Expr* def = id->definition();
-    auto* split = dynamic_cast<Split*>(def);
-    if (split == nullptr) {
-      unsupported(
-          def == nullptr ? "does not derive from a tensor axis"
-                         : "comes from a merge");
-    }
-    result.split = split;
-    id = split->in();
+    result.split = definingSplit(id);
+    id = result.split->in();
   }
   while (!contains(domain, id)) {
-    Expr* def = id->definition();
-    auto* split = dynamic_cast<Split*>(def);
-    if (split == nullptr) {
-      unsupported(
-          def == nullptr ? "does not derive from a tensor axis"
-                         : "comes from a merge");
-    }
+    Split* split = definingSplit(id);
     if (split->inner() != id) {
       unsupported("derives from the outer part of a split");
     }

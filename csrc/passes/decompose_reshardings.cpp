@@ -17,9 +17,6 @@ namespace mdfuser {
 
 namespace {
 
-constexpr ParallelType kDeviceParallelTypes[] = {
-    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
-
 bool isCommunication(const TensorOp* op) {
   return dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op);
 }

@@ -45,9 +45,6 @@ void applyStream(const TensorOp* op, TensorView* consumer) {
   }
 }
 
-constexpr ParallelType kDeviceParallelTypes[] = {
-    ParallelType::DIDx, ParallelType::DIDy, ParallelType::DIDz};
-
 // Replaces the loop axes of `tv` derived from its logical axis `axis` by
 // `axis` itself, undoing their splits.
 void unsplit(TensorView* tv, IterDomain* axis) {
