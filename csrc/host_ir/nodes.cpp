@@ -83,6 +83,31 @@ std::string Synchronize::toString() const {
   return "Synchronize(" + stream()->toString() + ")";
 }
 
+ShardView::ShardView(
+    IrContainer* container,
+    TensorView* out,
+    std::vector<Val*> inputs,
+    int64_t axis,
+    Scalar* start,
+    Scalar* length)
+    : HostExpr(container, std::move(inputs), {out}),
+      axis_(axis),
+      start_(start),
+      length_(length) {
+  MDF_CHECK(
+      out->memoryType() == MemoryType::Local,
+      "the output of a ShardByStream or ShardByDevice is a view: ",
+      out->toString());
+}
+
+TensorView* ShardView::out() const {
+  return static_cast<TensorView*>(output(0));
+}
+
+TensorView* ShardView::in() const {
+  return static_cast<TensorView*>(input(0));
+}
+
 ShardByStream::ShardByStream(
     IrContainer* container,
     TensorView* out,
@@ -91,24 +116,8 @@ ShardByStream::ShardByStream(
     int64_t axis,
     Scalar* start,
     Scalar* length)
-    : HostExpr(container, {in, index}, {out}),
-      index_(index),
-      axis_(axis),
-      start_(start),
-      length_(length) {
-  MDF_CHECK(
-      out->memoryType() == MemoryType::Local,
-      "the output of ShardByStream is a view: ",
-      out->toString());
-}
-
-TensorView* ShardByStream::out() const {
-  return static_cast<TensorView*>(output(0));
-}
-
-TensorView* ShardByStream::in() const {
-  return static_cast<TensorView*>(input(0));
-}
+    : ShardView(container, out, {in, index}, axis, start, length),
+      index_(index) {}
 
 std::string ShardByStream::toString() const {
   return out()->toString() + " = ShardByStream(" + in()->toString() +
@@ -123,29 +132,13 @@ ShardByDevice::ShardByDevice(
     int64_t axis,
     Scalar* start,
     Scalar* length)
-    : HostExpr(container, {in}, {out}),
-      parallel_type_(parallel_type),
-      axis_(axis),
-      start_(start),
-      length_(length) {
-  MDF_CHECK(
-      out->memoryType() == MemoryType::Local,
-      "the output of ShardByDevice is a view: ",
-      out->toString());
-}
-
-TensorView* ShardByDevice::out() const {
-  return static_cast<TensorView*>(output(0));
-}
-
-TensorView* ShardByDevice::in() const {
-  return static_cast<TensorView*>(input(0));
-}
+    : ShardView(container, out, {in}, axis, start, length),
+      parallel_type_(parallel_type) {}
 
 std::string ShardByDevice::toString() const {
   return out()->toString() + " = ShardByDevice(" + in()->toString() + ", " +
          std::string(parallelTypeName(parallel_type_)) +
-         ", axis = " + std::to_string(axis_) + ")";
+         ", axis = " + std::to_string(axis()) + ")";
 }
 
 View::View(IrContainer* container, TensorOp* op)
@@ -170,10 +163,7 @@ std::string View::toString() const {
 }
 
 std::optional<ViewOf> asView(const Expr* expr) {
-  if (const auto* v = dynamic_cast<const ShardByStream*>(expr)) {
-    return ViewOf{v->out(), v->in()};
-  }
-  if (const auto* v = dynamic_cast<const ShardByDevice*>(expr)) {
+  if (const auto* v = dynamic_cast<const ShardView*>(expr)) {
     return ViewOf{v->out(), v->in()};
   }
   if (const auto* v = dynamic_cast<const View*>(expr)) {

@@ -147,9 +147,40 @@ class Synchronize : public HostExpr {
   std::string toString() const override;
 };
 
-// out = the rows of `in` that one iteration of a stream loop covers: a view,
-// [start, start + length) along local axis `axis`.
-class ShardByStream : public HostExpr {
+// out = a part of `in`: a view, [start, start + length) along local axis
+// `axis`. The evaluator and the verifier treat its kinds alike.
+class ShardView : public HostExpr {
+ public:
+  TensorView* out() const;
+  TensorView* in() const;
+  int64_t axis() const {
+    return axis_;
+  }
+  Scalar* start() const {
+    return start_;
+  }
+  Scalar* length() const {
+    return length_;
+  }
+
+ protected:
+  // `inputs` starts with the tensor viewed.
+  ShardView(
+      IrContainer* container,
+      TensorView* out,
+      std::vector<Val*> inputs,
+      int64_t axis,
+      Scalar* start,
+      Scalar* length);
+
+ private:
+  int64_t axis_;
+  Scalar* start_;
+  Scalar* length_;
+};
+
+// The rows of `in` that one iteration of a stream loop covers.
+class ShardByStream : public ShardView {
  public:
   ShardByStream(
       IrContainer* container,
@@ -160,19 +191,8 @@ class ShardByStream : public HostExpr {
       Scalar* start,
       Scalar* length);
 
-  TensorView* out() const;
-  TensorView* in() const;
   Scalar* index() const {
     return index_;
-  }
-  int64_t axis() const {
-    return axis_;
-  }
-  Scalar* start() const {
-    return start_;
-  }
-  Scalar* length() const {
-    return length_;
   }
 
   std::string_view opName() const override {
@@ -182,15 +202,11 @@ class ShardByStream : public HostExpr {
 
  private:
   Scalar* index_;
-  int64_t axis_;
-  Scalar* start_;
-  Scalar* length_;
 };
 
-// out = this device's part of `in` along one axis: a view, [start, start +
-// length) along local axis `axis`. Lowering emits it where a replicated
-// tensor feeds a sharded one: each device takes its part.
-class ShardByDevice : public HostExpr {
+// This device's part of `in`. Lowering emits it where a replicated tensor
+// feeds a sharded one: each device takes its part.
+class ShardByDevice : public ShardView {
  public:
   ShardByDevice(
       IrContainer* container,
@@ -201,19 +217,8 @@ class ShardByDevice : public HostExpr {
       Scalar* start,
       Scalar* length);
 
-  TensorView* out() const;
-  TensorView* in() const;
   ParallelType parallelType() const {
     return parallel_type_;
-  }
-  int64_t axis() const {
-    return axis_;
-  }
-  Scalar* start() const {
-    return start_;
-  }
-  Scalar* length() const {
-    return length_;
   }
 
   std::string_view opName() const override {
@@ -224,9 +229,6 @@ class ShardByDevice : public HostExpr {
 
  private:
   ParallelType parallel_type_;
-  int64_t axis_;
-  Scalar* start_;
-  Scalar* length_;
 };
 
 // out = a layout operation's result (permute, slice, squeeze, broadcast,

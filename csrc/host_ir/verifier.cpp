@@ -149,7 +149,7 @@ class Verifier {
         checkDeallocate(dealloc, state);
         continue;
       }
-      if (const auto* view = dynamic_cast<const ShardByStream*>(expr)) {
+      if (const auto* view = dynamic_cast<const ShardView*>(expr)) {
         checkTensor(view->in(), state, expr);
         checkScalar(view->start(), state, expr);
         checkScalar(view->length(), state, expr);
@@ -158,13 +158,6 @@ class Verifier {
       }
       if (const auto* view = dynamic_cast<const View*>(expr)) {
         checkTensor(view->in(), state, expr);
-        state.tensors.insert(view->out());
-        continue;
-      }
-      if (const auto* view = dynamic_cast<const ShardByDevice*>(expr)) {
-        checkTensor(view->in(), state, expr);
-        checkScalar(view->start(), state, expr);
-        checkScalar(view->length(), state, expr);
         state.tensors.insert(view->out());
         continue;
       }

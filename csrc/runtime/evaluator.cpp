@@ -119,8 +119,7 @@ class Interpreter {
       // its last use ran on.
       streams_.recordUse(tensor(dealloc->buffer()).storage().data_ptr());
       state_.tensors.erase(dealloc->buffer());
-    } else if (
-        const auto* view = dynamic_cast<const hir::ShardByStream*>(expr)) {
+    } else if (const auto* view = dynamic_cast<const hir::ShardView*>(expr)) {
       state_.tensors.insert_or_assign(
           view->out(),
           tensor(view->in())
@@ -129,13 +128,6 @@ class Interpreter {
     } else if (const auto* alias = dynamic_cast<const hir::View*>(expr)) {
       state_.tensors.insert_or_assign(
           alias->out(), layoutView(bind(*alias->op())));
-    } else if (
-        const auto* part = dynamic_cast<const hir::ShardByDevice*>(expr)) {
-      state_.tensors.insert_or_assign(
-          part->out(),
-          tensor(part->in())
-              .narrow(
-                  part->axis(), scalar(part->start()), scalar(part->length())));
     } else if (
         const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
       runCommunication(comm);
