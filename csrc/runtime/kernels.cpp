@@ -285,7 +285,7 @@ void matmulKernel(KernelCall& call) {
 }
 
 void sdpaFwdKernel(KernelCall& call) {
-  const auto& op = static_cast<const SdpaFwdOp&>(call.op);
+  const auto& op = static_cast<const SdpaOp&>(call.op);
   const at::Tensor& q = call.tensors[0];
   const at::Tensor& k = call.tensors[1];
   const at::Tensor& v = call.tensors[2];
@@ -307,7 +307,7 @@ void sdpaFwdKernel(KernelCall& call) {
 }
 
 void sdpaBwdKernel(KernelCall& call) {
-  const auto& op = static_cast<const SdpaBwdOp&>(call.op);
+  const auto& op = static_cast<const SdpaOp&>(call.op);
   const at::Tensor& grad = call.tensors[0];
   const at::Tensor& q = call.tensors[1];
   const at::Tensor& k = call.tensors[2];

@@ -109,61 +109,37 @@ Qkv checkQkv(
 
 } // namespace
 
-SdpaFwdOp::SdpaFwdOp(
+SdpaOp::SdpaOp(
     IrContainer* container,
+    OpType type,
     std::vector<Val*> outputs,
     std::vector<Val*> inputs,
     SdpaOptions options)
-    : TensorOp(
-          container, OpType::SdpaFwd, std::move(inputs), std::move(outputs)),
+    : TensorOp(container, type, std::move(inputs), std::move(outputs)),
       options_(options) {
-  MDF_CHECK_EQ(this->inputs().size(), size_t{3});
-  MDF_CHECK_EQ(this->outputs().size(), size_t{4});
+  MDF_CHECK(
+      type == OpType::SdpaFwd || type == OpType::SdpaBwd,
+      mdfuser::opName(type),
+      " is not attention");
+  const bool fwd = type == OpType::SdpaFwd;
+  MDF_CHECK_EQ(this->inputs().size(), size_t{fwd ? 3u : 6u});
+  MDF_CHECK_EQ(this->outputs().size(), size_t{fwd ? 4u : 3u});
 }
 
-std::vector<AxisMapping> SdpaFwdOp::mapProducerToConsumer(
+std::vector<AxisMapping> SdpaOp::mapProducerToConsumer(
     const TensorView* producer, const TensorView* consumer) const {
   return mapBatchAndHeads(producer, consumer);
 }
 
-TensorOp* SdpaFwdOp::recreate(
+TensorOp* SdpaOp::recreate(
     IrContainer* container,
     std::vector<Val*> inputs,
     std::vector<Val*> outputs) const {
-  return container->create<SdpaFwdOp>(
-      std::move(outputs), std::move(inputs), options_);
+  return container->create<SdpaOp>(
+      type(), std::move(outputs), std::move(inputs), options_);
 }
 
-std::vector<std::string> SdpaFwdOp::attributes() const {
-  return optionStrings(options_);
-}
-
-SdpaBwdOp::SdpaBwdOp(
-    IrContainer* container,
-    std::vector<Val*> outputs,
-    std::vector<Val*> inputs,
-    SdpaOptions options)
-    : TensorOp(
-          container, OpType::SdpaBwd, std::move(inputs), std::move(outputs)),
-      options_(options) {
-  MDF_CHECK_EQ(this->inputs().size(), size_t{6});
-  MDF_CHECK_EQ(this->outputs().size(), size_t{3});
-}
-
-std::vector<AxisMapping> SdpaBwdOp::mapProducerToConsumer(
-    const TensorView* producer, const TensorView* consumer) const {
-  return mapBatchAndHeads(producer, consumer);
-}
-
-TensorOp* SdpaBwdOp::recreate(
-    IrContainer* container,
-    std::vector<Val*> inputs,
-    std::vector<Val*> outputs) const {
-  return container->create<SdpaBwdOp>(
-      std::move(outputs), std::move(inputs), options_);
-}
-
-std::vector<std::string> SdpaBwdOp::attributes() const {
+std::vector<std::string> SdpaOp::attributes() const {
   return optionStrings(options_);
 }
 
@@ -192,7 +168,8 @@ SdpaFwdResult sdpfaFwd(
   TensorView* seed = ops::newTensor(container, {}, DataType::Int);
   TensorView* offset = ops::newTensor(container, {}, DataType::Int);
   container
-      ->create<SdpaFwdOp>(
+      ->create<SdpaOp>(
+          OpType::SdpaFwd,
           std::vector<Val*>{output, lse, seed, offset},
           std::vector<Val*>{query, key, value},
           options)
@@ -245,7 +222,8 @@ SdpaBwdResult sdpfaBwd(
   TensorView* gk = like(ids.k, key->dtype());
   TensorView* gv = like(ids.v, value->dtype());
   container
-      ->create<SdpaBwdOp>(
+      ->create<SdpaOp>(
+          OpType::SdpaBwd,
           std::vector<Val*>{gq, gk, gv},
           std::vector<Val*>{grad_output, query, key, value, output, log_sumexp},
           options)

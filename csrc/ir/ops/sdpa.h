@@ -15,47 +15,21 @@ struct SdpaOptions {
   std::optional<double> scale;
 };
 
-// Flash attention forward, as nvFuser's sdpfa_fwd:
+// Flash attention, forward (OpType::SdpaFwd, nvFuser's sdpfa_fwd):
 //   query [B, H, S, E], key [B, H, T, E], value [B, H, T, E]
 //   -> output [B, H, S, E] (query's dtype), log_sumexp [B, H, S] (Float),
 //      philox_seed [], philox_offset [] (Int; zero: no dropout)
+// and backward (OpType::SdpaBwd, nvFuser's sdpfa_bwd):
+//   (grad_output, query, key, value, output, log_sumexp)
+//   -> (grad_query, grad_key, grad_value)
 // Batch and head axes map from every operand to every output, so attention
 // shards on them; the sequence and head-size axes map to nothing, so a
 // sharded one is gathered first.
-class SdpaFwdOp : public TensorOp {
+class SdpaOp : public TensorOp {
  public:
-  SdpaFwdOp(
+  SdpaOp(
       IrContainer* container,
-      std::vector<Val*> outputs,
-      std::vector<Val*> inputs,
-      SdpaOptions options);
-
-  const SdpaOptions& options() const {
-    return options_;
-  }
-
-  using TensorOp::mapProducerToConsumer;
-  std::vector<AxisMapping> mapProducerToConsumer(
-      const TensorView* producer, const TensorView* consumer) const override;
-  TensorOp* recreate(
-      IrContainer* container,
-      std::vector<Val*> inputs,
-      std::vector<Val*> outputs) const override;
-
- private:
-  std::vector<std::string> attributes() const override;
-
-  SdpaOptions options_;
-};
-
-// Flash attention backward, as nvFuser's sdpfa_bwd:
-//   (grad_output, query, key, value, output, log_sumexp)
-//   -> (grad_query, grad_key, grad_value)
-// sharded like the forward.
-class SdpaBwdOp : public TensorOp {
- public:
-  SdpaBwdOp(
-      IrContainer* container,
+      OpType type,
       std::vector<Val*> outputs,
       std::vector<Val*> inputs,
       SdpaOptions options);
