@@ -208,6 +208,18 @@ def _batch_streams(tv, streams: int) -> None:
         tv.axis(1).parallelize(ParallelType.stream)
 
 
+def _activations(x, y, mesh: DeviceMesh, d: int, mode: str, streams: int) -> None:
+    """The layout of a block's input x and output y [seq, batch, e]: batch
+    stream chunks; for SP, also the sequence across the devices."""
+    # The batch split first: it is axis 1 of the unsplit tensor.
+    _batch_streams(x, streams)
+    if mode == "sp":
+        _shard_sequence(x, d)
+        y.set_device_mesh(mesh)
+        _batch_streams(y, streams)
+        _shard_sequence(y, d)
+
+
 def attention_forward(
     a: Attention, d: int, mode: str, streams: int = 1, dtype=DataType.BFloat16
 ) -> Mlp:
@@ -231,13 +243,7 @@ def attention_forward(
         _shard(w_qkv, 0, d)  # heads
         _shard(b_qkv, 0, d)
         _shard(w_o, 1, d)
-        # The batch split first: it is axis 1 of the unsplit tensor.
-        _batch_streams(x, streams)
-        if mode == "sp":
-            _shard_sequence(x, d)
-            y.set_device_mesh(mesh)
-            _batch_streams(y, streams)
-            _shard_sequence(y, d)
+        _activations(x, y, mesh, d, mode, streams)
     return Mlp(fd, dict(x=x, w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o), outputs)
 
 
@@ -371,13 +377,7 @@ def layer_forward(
             _shard(tv, 0, d)
         for tv in (w_o, w2):
             _shard(tv, 1, d)
-        # The batch split first: it is axis 1 of the unsplit tensor.
-        _batch_streams(x, streams)
-        if mode == "sp":
-            _shard_sequence(x, d)
-            y.set_device_mesh(mesh)
-            _batch_streams(y, streams)
-            _shard_sequence(y, d)
+        _activations(x, y, mesh, d, mode, streams)
     return Mlp(fd, inputs, dict(y=y))
 
 
