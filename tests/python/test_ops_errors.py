@@ -165,6 +165,8 @@ def test_operands_of_another_fusion_definition():
         fd.ops.cat([a, b], 0)
     with pytest.raises(ValueError, match="size: T0.* belongs to another FusionDefinition"):
         fd.ops.size(b, 0)
+    with pytest.raises(ValueError, match="shape: T0.* belongs to another FusionDefinition"):
+        fd.ops.shape(b)
 
 
 def test_a_torch_tensor_passed_to_an_operation():
@@ -179,6 +181,8 @@ def test_a_torch_tensor_passed_to_an_operation():
         fd.ops.sum(torch.ones(2))
     with pytest.raises(TypeError, match="stride_order: expected a TensorView, got Tensor"):
         fd.ops.stride_order(torch.ones(2), [0])
+    with pytest.raises(TypeError, match="shape: expected a TensorView, got Tensor"):
+        fd.ops.shape(torch.ones(2))
 
 
 def test_operations_need_a_tensor_operand():

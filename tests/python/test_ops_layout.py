@@ -243,6 +243,23 @@ def test_from_pytorch_defines_symbolic_or_static_inputs():
     assert_same(out, x + x)
 
 
+def test_shape_and_size_give_the_extents_at_execute():
+    # The symbolic extents that fd.ops.shape / fd.ops.size return take the
+    # input's sizes when the fusion runs.
+    x = sample([5, 6], torch.float32, seed=29)
+    b = sample([6], torch.float32, seed=30)
+
+    def body(fd, t, bias):
+        rows, cols = fd.ops.shape(t)
+        assert rows.is_symbolic() and cols.is_symbolic()
+        expanded = fd.ops.broadcast_in_dim(bias, [rows, cols], [1])
+        return fd.ops.add(t, expanded), fd.ops.slice(t, [1, 0], [rows, fd.ops.size(t, 1)])
+
+    summed, sliced = run(body, x, b)
+    assert_same(summed, x + b)
+    assert_same(sliced, x[1:])
+
+
 def test_layout_operations_of_an_expanded_broadcast():
     # [1, h] expanded to [t, h]: the operations see t equal rows.
     t_, h = 4, 3
