@@ -18,7 +18,8 @@
 # with NCCL on high-priority streams.
 #
 # --blocks runs benchmarks/transformer_blocks.py (MLP, attention, layer; TP
-# and SP) at its default GPU sizes, one torchrun per block so that a failing
+# and SP) at its default GPU sizes (at d = 1 on a machine of one GPU), one
+# torchrun per block so that a failing
 # block leaves the others' results, merged into one
 # $OUT/transformer_blocks_d<N>.json per world size. $OUT returns at most 8
 # files: on a machine of 8 GPUs, combine --blocks with --skip-bench.
@@ -181,7 +182,11 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
 fi
 
 if [ "$BLOCKS" -eq 1 ]; then
-  for n in 2 4 8; do
+  # On a machine of one GPU the blocks run at d = 1: no communication, but
+  # the compute path and the host overhead against torch's.
+  sizes="2 4 8"
+  [ "$NGPU" -ge 2 ] || sizes=1
+  for n in $sizes; do
     [ "$NGPU" -ge "$n" ] || continue
     i=0
     for block in mlp attention layer; do
