@@ -44,9 +44,9 @@ std::vector<int64_t> signatureOf(
   return key;
 }
 
-// What the device's kernels take that a definition cannot know: flash
-// attention on CUDA takes Half and BFloat16 and head sizes that are
-// multiples of 8 up to 256.
+// What the device's kernels take that a definition cannot know: attention
+// on CUDA (cuDNN's, or flash attention where cuDNN's does not apply) takes
+// Half and BFloat16 and head sizes that are multiples of 8 up to 256.
 void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
   if (!device.is_cuda()) {
     return;
@@ -60,7 +60,8 @@ void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
     MDF_TYPE_CHECK(
         isReducedPrecision(query->dtype()),
         op->opName(),
-        " on CUDA runs flash attention, which takes BFloat16 or Half, got ",
+        " on CUDA runs cuDNN or flash attention, which take BFloat16 or Half, "
+        "got ",
         query->dtype(),
         " for ",
         query->toString(),
@@ -70,8 +71,8 @@ void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
         !head_size->isConst() ||
             (head_size->value() % 8 == 0 && head_size->value() <= 256),
         op->opName(),
-        " on CUDA runs flash attention, which takes head sizes that are "
-        "multiples of 8 up to 256, got ",
+        " on CUDA runs cuDNN or flash attention, which take head sizes that "
+        "are multiples of 8 up to 256, got ",
         head_size->toString());
   }
 }

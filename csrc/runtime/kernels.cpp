@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <array>
 
+#include <ATen/Context.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention_backward.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_backward.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
@@ -284,21 +287,44 @@ void matmulKernel(KernelCall& call) {
   finish(written, out);
 }
 
+// On CUDA, attention runs cuDNN's kernels where they take the operands (as
+// torch's scaled_dot_product_attention prefers them: on H200s, bf16, causal,
+// head size 128, they take 0.52 ms forward and 1.62 ms backward where flash
+// attention takes 0.93 and 2.95), flash attention otherwise. Both return the
+// same log-sum-exp, cuDNN's with a trailing axis of one, so a forward run by
+// one can be differentiated by the other.
+bool useCudnnAttention(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (!q.is_cuda() || !at::globalContext().userEnabledCuDNN()) {
+    return false;
+  }
+  const int64_t head_size = q.size(3);
+  return head_size % 8 == 0 && head_size <= 128 && q.stride(3) == 1 &&
+         k.stride(3) == 1 && v.stride(3) == 1;
+}
+
 void sdpaFwdKernel(KernelCall& call) {
   const auto& op = static_cast<const SdpaOp&>(call.op);
   const at::Tensor& q = call.tensors[0];
   const at::Tensor& k = call.tensors[1];
   const at::Tensor& v = call.tensors[2];
+  const bool causal = op.options().is_causal;
+  const std::optional<double> scale = op.options().scale;
   at::Tensor out;
   at::Tensor lse;
-  if (q.is_cuda()) {
+  if (useCudnnAttention(q, k, v)) {
+    auto result = at::_scaled_dot_product_cudnn_attention(
+        q, k, v, std::nullopt, true, 0.0, causal, false, scale);
+    out = std::get<0>(result);
+    lse = std::get<1>(result).squeeze(-1);
+  } else if (q.is_cuda()) {
     auto result = at::_scaled_dot_product_flash_attention(
-        q, k, v, 0.0, op.options().is_causal, false, op.options().scale);
+        q, k, v, 0.0, causal, false, scale);
     out = std::get<0>(result);
     lse = std::get<1>(result);
   } else {
     std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, 0.0, op.options().is_causal, {}, op.options().scale);
+        q, k, v, 0.0, causal, {}, scale);
   }
   call.outputs[0].copy_(out);
   call.outputs[1].copy_(lse);
@@ -317,11 +343,32 @@ void sdpaBwdKernel(KernelCall& call) {
   at::Tensor gq;
   at::Tensor gk;
   at::Tensor gv;
-  if (q.is_cuda()) {
-    // Without dropout the philox state is not read.
-    const auto options =
-        at::TensorOptions().dtype(at::kLong).device(q.device());
-    const at::Tensor philox = at::empty({}, options);
+  const bool causal = op.options().is_causal;
+  // Without dropout the philox state is not read.
+  const at::Tensor philox =
+      q.is_cuda()
+          ? at::empty(
+                {}, at::TensorOptions().dtype(at::kLong).device(q.device()))
+          : at::Tensor();
+  if (useCudnnAttention(q, k, v)) {
+    std::tie(gq, gk, gv) = at::_scaled_dot_product_cudnn_attention_backward(
+        grad,
+        q,
+        k,
+        v,
+        out,
+        lse.unsqueeze(-1),
+        philox,
+        philox,
+        at::Tensor(),
+        at::Tensor(),
+        at::Tensor(),
+        q.size(2),
+        k.size(2),
+        0.0,
+        causal,
+        op.options().scale);
+  } else if (q.is_cuda()) {
     std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
         grad,
         q,
@@ -334,23 +381,14 @@ void sdpaBwdKernel(KernelCall& call) {
         q.size(2),
         k.size(2),
         0.0,
-        op.options().is_causal,
+        causal,
         philox,
         philox,
         op.options().scale);
   } else {
     std::tie(gq, gk, gv) =
         at::_scaled_dot_product_flash_attention_for_cpu_backward(
-            grad,
-            q,
-            k,
-            v,
-            out,
-            lse,
-            0.0,
-            op.options().is_causal,
-            {},
-            op.options().scale);
+            grad, q, k, v, out, lse, 0.0, causal, {}, op.options().scale);
   }
   call.outputs[0].copy_(gq);
   call.outputs[1].copy_(gk);
