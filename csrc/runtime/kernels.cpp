@@ -287,20 +287,28 @@ void matmulKernel(KernelCall& call) {
   finish(written, out);
 }
 
-// On CUDA, attention runs cuDNN's kernels where they take the operands (as
-// torch's scaled_dot_product_attention prefers them: on H200s, bf16, causal,
-// head size 128, they take 0.52 ms forward and 1.62 ms backward where flash
-// attention takes 0.93 and 2.95), flash attention otherwise. Both return the
-// same log-sum-exp, cuDNN's with a trailing axis of one, so a forward run by
-// one can be differentiated by the other.
+// On CUDA, attention runs cuDNN's kernels where they take the operands and
+// the problem is large (as torch's scaled_dot_product_attention prefers them:
+// on an H200, bf16, causal, batch 4, 64 heads, seq 2048, head size 128,
+// cuDNN's forward takes 0.52 ms and its backward 1.62 ms where flash
+// attention takes 0.93 and 2.95), flash attention otherwise. cuDNN's host
+// cost per call is higher (about 250 us against flash's 110 us at seq 8,
+// head size 16), which only a kernel of a tenth of a millisecond or more
+// hides: hence the size threshold, batch * heads * seq_q * seq_k * head_size
+// of at least 2^34 (a flash forward of about 0.1 ms there). Both kernels
+// return the same log-sum-exp, cuDNN's with a trailing axis of one, so a
+// forward run by one can be differentiated by the other.
 bool useCudnnAttention(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  constexpr int64_t kMinCudnnWork = int64_t{1} << 34;
   if (!q.is_cuda() || !at::globalContext().userEnabledCuDNN()) {
     return false;
   }
   const int64_t head_size = q.size(3);
-  return head_size % 8 == 0 && head_size <= 128 && q.stride(3) == 1 &&
-         k.stride(3) == 1 && v.stride(3) == 1;
+  const int64_t work =
+      q.size(0) * q.size(1) * q.size(2) * k.size(2) * head_size;
+  return work >= kMinCudnnWork && head_size % 8 == 0 && head_size <= 128 &&
+         q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1;
 }
 
 void sdpaFwdKernel(KernelCall& call) {

@@ -25,7 +25,7 @@ def qkv(seed: int = 0, s: int = S, t: int = T):
 def reference_log_sumexp(q, k, is_causal: bool, scale: float | None):
     scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(E))
     if is_causal:
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.logsumexp(scores, -1)
 
@@ -76,6 +76,57 @@ def test_sdpfa_fwd_then_pointwise():
         return fd.ops.mul(fd.ops.sdpfa_fwd(tq, tk, tv)[0], 2.0)
 
     assert_same(run1(body, q, k, v), F.scaled_dot_product_attention(q, k, v) * 2.0)
+
+
+# ------------------------------------------------------------------ CUDA
+
+# On CUDA, attention runs flash attention on small problems and cuDNN's on
+# large ones (batch * heads * seq_q * seq_k * head_size >= 2**34).
+CUDA_CASES = {"flash": (2, 4, 64, 64), "cudnn": (2, 16, 2048, 128)}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("kernel", CUDA_CASES)
+def test_sdpfa_fwd_and_bwd_on_cuda(kernel):
+    batch, heads, seq, head_size = CUDA_CASES[kernel]
+    generator = torch.Generator().manual_seed(5)
+    # Heads interleaved in one buffer, as attention's heads come out of a
+    # fused qkv projection: strided query, key and value.
+    qkv = torch.randn(batch, seq, 3, heads, head_size, generator=generator)
+    grad = torch.randn(batch, heads, seq, head_size, generator=generator)
+    qkv, grad = qkv.cuda().bfloat16(), grad.cuda().bfloat16()
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+
+    def body(fd, tq, tk, tv, tg):
+        out, lse, seed, offset = fd.ops.sdpfa_fwd(tq, tk, tv, 0.0, True, None)
+        grads = fd.ops.sdpfa_bwd(tg, tq, tk, tv, out, lse, 0.0, True, seed, offset, None)
+        return (out, lse, *grads)
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        actual = run(body, q, k, v, grad)
+        torch.cuda.synchronize()
+    names = " ".join(e.name.lower() for e in prof.events())
+    assert kernel in names, f"expected a {kernel} kernel among {names[:500]}"
+
+    # Reference: float64 math on the same bf16 inputs; tolerance: four times
+    # the deviation of torch's own bf16 attention from it.
+    leaves64 = [t.double().requires_grad_() for t in (q, k, v)]
+    out64 = F.scaled_dot_product_attention(*leaves64, is_causal=True)
+    out64.backward(grad.double())
+    scale = 1 / math.sqrt(head_size)
+    lse64 = reference_log_sumexp(leaves64[0].detach(), leaves64[1].detach(), True, scale)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out16 = F.scaled_dot_product_attention(*leaves, is_causal=True)
+    out16.backward(grad)
+    expected = [out64, lse64, *(t.grad for t in leaves64)]
+    torch_own = [out16, None, *(t.grad for t in leaves)]
+    names = ["output", "log_sumexp", "grad_query", "grad_key", "grad_value"]
+    for name, a, e, t in zip(names, actual, expected, torch_own):
+        e = e.detach()
+        assert a.dtype == (torch.float32 if name == "log_sumexp" else torch.bfloat16), name
+        error = (a.double() - e).abs().max().item()
+        allowed = 1e-4 if t is None else 4 * (t.double() - e).abs().max().item() + 1e-3
+        assert error <= allowed, f"{kernel} {name}: error {error:.3g}, allowed {allowed:.3g}"
 
 
 # ------------------------------------------------------------------ errors
