@@ -94,4 +94,6 @@ def test_out_of_memory_inside_a_stream_loop_leaves_execute_working():
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
     out = fd.execute([x, w1, w2])[0]
-    torch.testing.assert_close(out, reference(x, w1, w2))
+    # A chunk's GEMM sums its 16384 products in another order than the
+    # whole-tensor GEMM of the reference.
+    torch.testing.assert_close(out, reference(x, w1, w2), rtol=1e-4, atol=1e-4)
