@@ -270,3 +270,26 @@ def test_outputs_feed_torch_dtensor_ops_like_a_pure_dtensor_mlp(dtensor_test):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_a_world_numbered_otherwise_than_mdfuser_is_refused(dtensor_test, monkeypatch):
+    """torch.distributed must number the processes as mdfuser's launcher
+    does; the check runs before anything is defined or communicated."""
+    import torch.distributed as dist
+
+    test = dtensor_test.test
+    mesh = dtensor_test.mesh((test.size,))
+    x, w = global_tensor([4, 8], 1), global_tensor([8, 8], 2)
+    inputs = [
+        distribute(dtensor_test, x, mesh, [Replicate()]),
+        distribute(dtensor_test, w, mesh, [Replicate()]),
+    ]
+    linear = FusionDefinitionWrapper(define_linear)
+    monkeypatch.setattr(dist, "get_rank", lambda *args: test.rank + 1)
+    with pytest.raises(
+        ValueError,
+        match=rf"torch.distributed says rank {test.rank + 1} of {test.size} but mdfuser's "
+        rf"launcher says rank {test.rank} of {test.size}",
+    ):
+        linear(inputs)
+    assert linear.num_definitions == 0
