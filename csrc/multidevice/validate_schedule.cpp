@@ -150,6 +150,44 @@ void validateStreamChunks(const TensorOp* op) {
   }
 }
 
+// A collective moves each device's part of the sharded axis as one block.
+// With a serial split above the device split (non-outermost sharding: a
+// device holds one run of every outer part), the blocks would land out of
+// order, so such a move is refused rather than computed wrong.
+void requireOutermostDeviceSplit(const TensorOp* op, const Resharding& r) {
+  if (r.kind != Resharding::Kind::kCollective) {
+    return;
+  }
+  const TensorView* producer = op->tensorInputs().at(0);
+  const TensorView* consumer = op->out();
+  for (const TensorView* tv : {producer, consumer}) {
+    const ParallelAxis pa = findParallelAxis(
+        tv, r.parallel_type, tv == producer ? tv->logical() : tv->maybeRoot());
+    if (!pa || pa.source->isReduction()) {
+      continue;
+    }
+    for (const IterDomain* above : pa.above) {
+      MDF_USER_CHECK(
+          above->isDeviceParallel() ||
+              above->parallelType() == ParallelType::Stream,
+          "the ",
+          parallelTypeName(r.parallel_type),
+          " axis ",
+          pa.loop->toString(),
+          " of ",
+          tv->toString(),
+          " lies below the serial split ",
+          above->toString(),
+          " (non-outermost sharding): mdfuser computes on such shards but "
+          "cannot move them between devices yet (",
+          r.toString(),
+          " into ",
+          consumer->toString(),
+          "); keep the device split outermost, or split by streams instead");
+    }
+  }
+}
+
 } // namespace
 
 void validateSchedule(const Fusion& fusion) {
@@ -206,7 +244,7 @@ void validateReshardings(const Fusion& fusion) {
         "the fusion passes left a compute operation that moves data between "
         "devices:\n",
         op->toString());
-    chooseResharding(op);
+    requireOutermostDeviceSplit(op, chooseResharding(op));
   }
 }
 

@@ -20,9 +20,10 @@ void requireEvenSplits(Fusion* fusion);
 
 // Checks a fusion after the fusion passes: every operation that moves data
 // between devices is a single-input set or sum that one collective (or a
-// local slice) implements, and the operations of a stream loop agree on how
-// its chunks cut their tensors. Raises a user error naming the operation
-// otherwise.
+// local slice) implements, that a collective's device split is below no
+// serial split (non-outermost sharding), and that the operations of a
+// stream loop agree on how its chunks cut their tensors. Raises a user error
+// naming the operation otherwise.
 void validateReshardings(const Fusion& fusion);
 
 } // namespace mdfuser

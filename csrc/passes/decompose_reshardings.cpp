@@ -126,7 +126,7 @@ class Decomposer {
         }
       }
     }
-    const std::vector<Claim> claims = outputClaims(op, mesh);
+    std::vector<Claim> claims = outputClaims(op, mesh);
     if (auto* linear = dynamic_cast<LinearOp*>(op); linear != nullptr &&
                                                     linear->bias() != nullptr &&
                                                     hasPartialClaim(claims)) {
@@ -149,6 +149,9 @@ class Decomposer {
       replaced->registerAsDefinition();
       done_.insert(replaced);
       op = replaced;
+      // The claims name the producers they came from; the resharded ones
+      // claim the same axes.
+      claims = outputClaims(op, mesh);
       changed = true;
     }
 

@@ -5,6 +5,7 @@
 #include "passes/decompose_reshardings.h"
 #include "passes/propagate_shardings.h"
 #include "passes/reorder_parallel_axes.h"
+#include "passes/split_reshardings.h"
 
 namespace mdfuser {
 
@@ -20,6 +21,9 @@ void runFusionPasses(Fusion* fusion, const FusionPassOptions& options) {
   dump("propagateShardings");
   decomposeReshardings(fusion);
   dump("decomposeReshardings");
+  // After decomposition: only then is every move a set or a sum.
+  splitReshardings(fusion);
+  dump("splitReshardings");
   reorderParallelAxes(fusion);
   dump("reorderParallelAxes");
   requireEvenSplits(fusion);

@@ -383,6 +383,10 @@ void Communicator::barrier() {
   }
 }
 
+c10::intrusive_ptr<c10d::Store> Communicator::store() {
+  return state().store;
+}
+
 void Communicator::shutdown() {
   if (state_->shut_down) {
     return;

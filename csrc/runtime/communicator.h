@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/intrusive_ptr.h>
+
 #include "host_ir/nodes.h"
 
 namespace c10d {
 class Backend;
+class Store;
 } // namespace c10d
 
 namespace mdfuser {
@@ -103,6 +106,11 @@ class Communicator {
 
   // Waits until every rank of the world arrives, or fails after the timeout.
   void barrier();
+
+  // The rendezvous store every rank has joined (created on first use), for a
+  // library that runs beside mdfuser on the same processes, such as
+  // torch.distributed: its keys live under mdfuser's prefix.
+  c10::intrusive_ptr<c10d::Store> store();
 
   // Tears down backends (in creation order, as on every rank) and the store.
   // Gracefully when every rank arrives in time, by aborting otherwise; never

@@ -96,6 +96,35 @@ void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
   }
 }
 
+namespace {
+
+// The devices one logical axis of an input is split across: the product of
+// the mesh sizes of every device parallel type on it (several on an N-D
+// mesh), named outermost first.
+struct AxisDevices {
+  int64_t devices = 1;
+  std::string names;
+  // The axis itself is parallelized: each device holds one element.
+  bool whole = false;
+};
+
+AxisDevices devicesOn(const TensorView* tv, const IterDomain* axis) {
+  AxisDevices result;
+  for (ParallelType pt : kDeviceParallelTypes) {
+    const ParallelAxis pa = findParallelAxis(tv, pt, tv->logical());
+    if (!pa || pa.source != axis) {
+      continue;
+    }
+    result.devices *= tv->deviceMesh()->size(pt);
+    const std::string name(parallelTypeName(pt));
+    result.names = result.names.empty() ? name : name + " and " + result.names;
+    result.whole = result.whole || pa.split == nullptr;
+  }
+  return result;
+}
+
+} // namespace
+
 ScalarEvaluator bindInputs(
     const Fusion& fusion,
     const std::vector<at::Tensor>& inputs,
@@ -126,15 +155,11 @@ ScalarEvaluator bindInputs(
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorView* tv = fusion.inputs()[i];
     const std::vector<IterDomain*> logical = tv->logicalNoReductions();
-    const std::vector<ParallelType> sharding = shardingOfLogicalAxes(tv);
     for (size_t axis = 0; axis < logical.size(); ++axis) {
       const int64_t local = inputs[i].size(static_cast<int64_t>(axis));
-      const ParallelType pt = sharding[axis];
-      const int64_t devices =
-          pt == ParallelType::Serial ? 1 : tv->deviceMesh()->size(pt);
-      const bool whole_axis_on_devices =
-          pt != ParallelType::Serial &&
-          !findParallelAxis(tv, pt, tv->logical()).split;
+      const AxisDevices on = devicesOn(tv, logical[axis]);
+      const int64_t devices = on.devices;
+      const bool whole_axis_on_devices = on.whole;
       if (whole_axis_on_devices) {
         MDF_USER_CHECK(
             local == 1,
@@ -142,7 +167,7 @@ ScalarEvaluator bindInputs(
             " axis ",
             axis,
             " is parallelized on ",
-            parallelTypeName(pt),
+            on.names,
             ", so each device holds 1 element of it, but its local size is ",
             local);
       }
@@ -153,7 +178,7 @@ ScalarEvaluator bindInputs(
                                             "; sharded across ",
                                             devices,
                                             " devices on ",
-                                            parallelTypeName(pt),
+                                            on.names,
                                             " that is a global size of ",
                                             global);
       const Scalar* extent = logical[axis]->extent();

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-#include <optional>
-#include <vector>
-
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include <pybind11/stl.h>
 
@@ -301,19 +302,38 @@ void bindIr(py::module_& m) {
           py::arg("i"),
           py::keep_alive<0, 1>())
       .def(
-          "_sharded_axes",
+          "_device_axes",
           [](const TensorView& tv) {
-            std::vector<std::pair<int64_t, ParallelType>> result;
-            const std::vector<ParallelType> sharding =
-                shardingOfLogicalAxes(&tv);
-            for (size_t i = 0; i < sharding.size(); ++i) {
-              if (sharding[i] != ParallelType::Serial) {
-                result.emplace_back(static_cast<int64_t>(i), sharding[i]);
+            // Per device parallel type that shards a tensor axis: (parallel
+            // type, tensor axis, splits above it on that axis, whether the
+            // devices hold contiguous blocks: the outer part of its split,
+            // with only device splits above).
+            std::vector<std::tuple<ParallelType, int64_t, int64_t, bool>>
+                result;
+            const std::vector<IterDomain*> logical = tv.logicalNoReductions();
+            for (ParallelType pt : deviceParallelTypes(&tv)) {
+              const ParallelAxis pa = findParallelAxis(&tv, pt, tv.logical());
+              auto it = std::find(logical.begin(), logical.end(), pa.source);
+              if (it == logical.end()) {
+                continue; // a reduction axis: summed across the devices
               }
+              const bool blocks =
+                  pa.isOuter() && std::all_of(
+                                      pa.above.begin(),
+                                      pa.above.end(),
+                                      [](const IterDomain* id) {
+                                        return id->isDeviceParallel();
+                                      });
+              result.emplace_back(
+                  pt,
+                  static_cast<int64_t>(it - logical.begin()),
+                  static_cast<int64_t>(pa.above.size()),
+                  blocks);
             }
             return result;
           },
-          "(axis, parallel type) for each tensor axis sharded across devices.")
+          "(parallel type, axis, splits above, contiguous blocks) for each "
+          "device parallel type sharding a tensor axis.")
       .def("__repr__", &TensorView::toString);
 
   py::class_<Fusion>(m, "Fusion", "A fusion: its tensors, ops and schedule.")

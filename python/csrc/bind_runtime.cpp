@@ -7,6 +7,7 @@
 
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "bindings.h"
 #include "ir/errors.h"
@@ -126,6 +127,12 @@ void bindRuntime(py::module_& m) {
           "barrier",
           &Communicator::barrier,
           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "_store",
+          &Communicator::store,
+          py::call_guard<py::gil_scoped_release>(),
+          "The rendezvous store all ranks joined, a torch.distributed Store "
+          "(mdfuser's keys live under a prefix of their own).")
       .def(
           "_shutdown",
           &Communicator::shutdown,

@@ -28,13 +28,26 @@ __all__ = [
     "DataType",
     "Fusion",
     "FusionDefinition",
+    "FusionDefinitionWrapper",
     "IterDomain",
     "ParallelType",
     "PythonProfiler",
     "Scalar",
     "TensorView",
     "Val",
+    "dtensor",
     "multidevice",
     "nn",
     "pytorch_utils",
 ]
+
+
+def __getattr__(name: str):
+    # The DTensor front end imports torch.distributed.tensor, which takes
+    # seconds; it loads on first use.
+    if name in ("FusionDefinitionWrapper", "dtensor"):
+        import importlib
+
+        dtensor = importlib.import_module("mdfuser.dtensor")
+        return dtensor if name == "dtensor" else dtensor.FusionDefinitionWrapper
+    raise AttributeError(f"module 'mdfuser' has no attribute {name!r}")

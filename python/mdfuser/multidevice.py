@@ -49,7 +49,9 @@ class Sharding:
 
     def __init__(self, tv: TensorView) -> None:
         self.mesh = tv.device_mesh
-        self._axes = dict((pt, axis) for axis, pt in tv._sharded_axes())
+        # Every parallel type that shards an axis, also where several shard
+        # one axis (on an N-D mesh).
+        self._axes = {pt: axis for pt, axis, _, _ in tv._device_axes()}
 
     def axis_sharded_on(self, parallel_type) -> int:
         """The axis sharded on `parallel_type`, or -1 when none is."""

@@ -124,6 +124,21 @@ TEST(ValidateSchedule, TensorsMayLiveOnDifferentMeshes) {
   EXPECT_NO_THROW(validateReshardings(f.fusion));
 }
 
+TEST(ValidateReshardings, GatheringANonOutermostShardIsRefused) {
+  // [serial{2}, device{2}, rest]: each device holds a run of rows of both
+  // halves; an allgather would concatenate them in device order.
+  SetFusion f;
+  f.out->setDeviceMesh(kMesh);
+  f.x->outerSplit(0, 2);
+  shard(f.x, 1, 2, ParallelType::DIDx);
+  EXPECT_NO_THROW(validateSchedule(f.fusion));
+  EXPECT_VALUE_ERROR(
+      validateReshardings(f.fusion),
+      "lies below the serial split iS4{2} (non-outermost sharding): mdfuser "
+      "computes on such shards but cannot move them between devices yet "
+      "(Allgather on mesh_x axis 0 into T1_g_float[iS2{8}, iS3{6}]");
+}
+
 TEST(ValidateSchedule, SplitsAboveADeviceSplitMustBeEven) {
   // [stream{3}, device{2}, rest]: each of the 3 chunks of 8 rows is not
   // split evenly across 2 devices.

@@ -9,6 +9,7 @@
 
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
+#include "ir/ops.h"
 #include "multidevice/communication_type.h"
 #include "multidevice/sharding.h"
 #include "passes/decompose_reshardings.h"
@@ -252,6 +253,35 @@ TEST(DecomposeReshardings, AProducerShardedOtherwiseIsReshardedFirst) {
   EXPECT_EQ(
       shardingOfLogicalAxes(out),
       (std::vector<ParallelType>{ParallelType::Serial, ParallelType::DIDx}));
+}
+
+TEST(DecomposeReshardings, ASliceOfAnAxisShardedOnMeshXKeepsMeshY) {
+  // On a 2x2 mesh, rows on mesh_y and columns on mesh_x; the slice cuts the
+  // columns, which are gathered first (mesh_x only), and the rows stay
+  // split.
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  Scalar* zero = constant(&fusion, 0);
+  TensorView* out =
+      slice(x, {zero, zero}, {constant(&fusion, 4), constant(&fusion, 4)});
+  fusion.addOutput(out);
+  x->setDeviceMesh(DeviceMesh({0, 1, 2, 3}, {2, 2}));
+  x->outerSplit(1, 2);
+  x->parallelize(1, ParallelType::DIDx);
+  x->outerSplit(0, 2);
+  x->parallelize(0, ParallelType::DIDy);
+  propagateShardings(&fusion);
+  decomposeReshardings(&fusion);
+  const std::vector<TensorOp*> exprs = fusion.exprs();
+  ASSERT_EQ(exprs.size(), 2u);
+  const Resharding gather = chooseResharding(exprs[0]);
+  EXPECT_EQ(gather.type, CommunicationType::Allgather);
+  EXPECT_EQ(gather.parallel_type, ParallelType::DIDx);
+  EXPECT_EQ(exprs[1]->out(), out);
+  EXPECT_FALSE(isResharding(exprs[1]));
+  EXPECT_EQ(
+      shardingOfLogicalAxes(out),
+      (std::vector<ParallelType>{ParallelType::DIDy, ParallelType::Serial}));
 }
 
 TEST(DecomposeReshardings, ReshardedProducersAreSharedByTheirConsumers) {

@@ -99,3 +99,28 @@ def multidevice_test() -> MultideviceTest:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return MultideviceTest(comm, comm.rank(), comm.size(), comm.local_rank(), device)
+
+
+@dataclass
+class DTensorTest:
+    """torch.distributed started on mdfuser's processes, and meshes of them."""
+
+    test: MultideviceTest
+    _meshes: dict
+
+    def mesh(self, shape: tuple[int, ...]):
+        """A torch DeviceMesh of `shape` over ranks 0.. in order, made once
+        (each costs process groups)."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        if shape not in self._meshes:
+            self._meshes[shape] = init_device_mesh(self.test.device.type, shape)
+        return self._meshes[shape]
+
+
+@pytest.fixture(scope="session")
+def dtensor_test(multidevice_test) -> DTensorTest:
+    from mdfuser.dtensor import init_process_group
+
+    init_process_group()
+    return DTensorTest(multidevice_test, {})

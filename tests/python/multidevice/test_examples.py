@@ -4,6 +4,7 @@ job."""
 
 from __future__ import annotations
 
+import dtensor_mlp
 import transformer_blocks
 
 
@@ -14,3 +15,11 @@ def test_transformer_blocks_example(multidevice_test, capsys):
         d = multidevice_test.size
         assert f"MLP TP on {d} devices" in printed
         assert f"MLP SP on {d} devices" in printed
+
+
+def test_dtensor_mlp_example(dtensor_test, capsys):
+    dtensor_mlp.main()
+    printed = capsys.readouterr().out
+    if dtensor_test.test.rank == 0:
+        assert f"MLP from DTensors on {dtensor_test.test.size} devices" in printed
+        assert "output (Replicate(),), matches torch" in printed

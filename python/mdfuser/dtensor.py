@@ -1,0 +1,514 @@
+# SPDX-License-Identifier: MIT
+"""DTensor in, DTensor out: run a single-GPU fusion definition on DTensors.
+
+``FusionDefinitionWrapper(define_fusion)`` takes a function that defines a
+fusion with global shapes and no schedule. Called on a list of DTensors, it
+derives each input's mesh and sharding from the DTensor's ``device_mesh``
+and ``placements``, compiles the fusion once per (shapes, dtypes, mesh,
+placements), runs it on the local shards and returns DTensors laid out the
+way mdfuser computed them, or as ``output_placements`` asks.
+
+A torch mesh of n dimensions maps to an mdfuser ``DeviceMesh`` of the same
+shape and ranks: its last dimension is ``mesh_x``, the one before ``mesh_y``,
+the one before that ``mesh_z``. ``Shard(d)`` on mesh dimension i splits
+tensor dimension d outer by the size of mesh dimension i and puts the outer
+part on that dimension's parallel type (several mesh dimensions on one
+tensor dimension split it in mesh order, outermost first, as DTensor does);
+``Replicate()`` adds nothing; ``Partial("sum")`` makes the input a sum
+across that mesh dimension of per-device contributions (see
+``_PartialInputs``). See doc/dtensor.md for what DTensor placements can and
+cannot express.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
+from mdfuser._C import ParallelType, TensorView
+from mdfuser.fusion_definition import FusionDefinition
+from mdfuser.multidevice import Communicator, DeviceMesh
+from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype
+
+__all__ = ["FusionDefinitionWrapper", "init_process_group", "parallel_types"]
+
+_SUPPORTED = 'Shard(dim), Replicate() and Partial("sum")'
+
+
+def parallel_types(mesh_ndim: int) -> list[ParallelType]:
+    """The mdfuser parallel type of each dimension of a mesh of `mesh_ndim`
+    dimensions: the last is mesh_x, the one before mesh_y, then mesh_z."""
+    if not 1 <= mesh_ndim <= 3:
+        raise ValueError(
+            f"mdfuser runs on meshes of 1 to 3 dimensions (mesh_x, mesh_y, mesh_z), "
+            f"got a mesh of {mesh_ndim}"
+        )
+    return [ParallelType.mesh_z, ParallelType.mesh_y, ParallelType.mesh_x][3 - mesh_ndim :]
+
+
+def init_process_group(backend: str | None = None, **kwargs: Any) -> None:
+    """Initializes torch.distributed on mdfuser's processes, so that DTensors
+    and mdfuser share one world with one rank numbering.
+
+    Ranks and world size come from mdfuser's Communicator (Open MPI's or
+    torchrun's variables), and torch.distributed joins mdfuser's rendezvous
+    store, so that it needs no port of its own under mpirun. Does nothing
+    when torch.distributed is already initialized. `backend` and `kwargs`
+    go to ``torch.distributed.init_process_group`` (default: Gloo for CPU
+    tensors and, where CUDA is available, NCCL for CUDA tensors).
+    """
+    if dist.is_initialized():
+        _check_same_world()
+        return
+    comm = Communicator.instance()
+    if comm.size() == 1:
+        store = dist.HashStore()
+    else:
+        store = dist.PrefixStore("torch.distributed/", comm._store())
+    if backend is None:
+        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(
+        backend, store=store, rank=comm.rank(), world_size=comm.size(), **kwargs
+    )
+
+
+def _check_same_world() -> None:
+    """torch.distributed and mdfuser must number the same processes alike."""
+    if not dist.is_initialized():
+        raise ValueError(
+            "DTensors need torch.distributed: call mdfuser.dtensor.init_process_group() "
+            "(or torch.distributed.init_process_group) before building them"
+        )
+    comm = Communicator.instance()
+    if (dist.get_rank(), dist.get_world_size()) != (comm.rank(), comm.size()):
+        raise ValueError(
+            f"torch.distributed says rank {dist.get_rank()} of {dist.get_world_size()} but "
+            f"mdfuser's launcher says rank {comm.rank()} of {comm.size()}: the two must number "
+            "the same processes alike (start torch.distributed with "
+            "mdfuser.dtensor.init_process_group())"
+        )
+
+
+def _placement_key(p) -> tuple:
+    """A hashable, exact description of a supported placement."""
+    if type(p) is Shard:
+        return ("shard", p.dim)
+    if type(p) is Replicate:
+        return ("replicate",)
+    if type(p) is Partial and p.reduce_op == "sum":
+        return ("partial",)
+    raise _NotSupported(p)
+
+
+class _NotSupported(Exception):
+    def __init__(self, placement) -> None:
+        super().__init__(placement)
+        self.placement = placement
+
+
+def _describe(dt: DTensor) -> str:
+    return (
+        f"a DTensor of shape {tuple(dt.shape)} on mesh {dt.device_mesh.mesh.tolist()} "
+        f"with placements {tuple(dt.placements)}"
+    )
+
+
+@dataclass(frozen=True)
+class _InputSpec:
+    """One input as the compiled fusion sees it."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    # Per mesh dimension: ("shard", dim), ("replicate",) or ("partial",).
+    placements: tuple[tuple, ...]
+
+    @property
+    def partial_dims(self) -> list[int]:
+        return [i for i, p in enumerate(self.placements) if p[0] == "partial"]
+
+    def shards(self) -> dict[int, list[int]]:
+        """Tensor dimension -> the mesh dimensions sharding it, in mesh
+        order (outermost first, as DTensor splits them)."""
+        result: dict[int, list[int]] = {}
+        for i, p in enumerate(self.placements):
+            if p[0] == "shard":
+                result.setdefault(p[1], []).append(i)
+        return result
+
+
+def _mesh_key(mesh: TorchDeviceMesh) -> tuple:
+    return (mesh.device_type, tuple(mesh.mesh.shape), tuple(mesh.mesh.flatten().tolist()))
+
+
+def _input_spec(i: int, dt: Any, mesh: TorchDeviceMesh) -> _InputSpec:
+    """Checks input `i` and describes it; ValueError naming it otherwise."""
+    if not isinstance(dt, DTensor):
+        raise ValueError(
+            f"FusionDefinitionWrapper: input {i} is a {type(dt).__name__}, not a DTensor; "
+            "pass every input as a DTensor (torch.distributed.tensor.distribute_tensor or "
+            "DTensor.from_local), replicated ones with placements [Replicate()]"
+        )
+    if _mesh_key(dt.device_mesh) != _mesh_key(mesh):
+        raise ValueError(
+            f"FusionDefinitionWrapper: input {i} is {_describe(dt)} ({dt.device_mesh.device_type}),"
+            f" but input 0 is on mesh {mesh.mesh.tolist()} ({mesh.device_type}); every input "
+            "must be on the same mesh"
+        )
+    ndim = dt.dim()
+    keys = []
+    for p in dt.placements:
+        try:
+            key = _placement_key(p)
+        except _NotSupported:
+            raise ValueError(
+                f"FusionDefinitionWrapper: input {i} is {_describe(dt)}; placement {p} is not "
+                f"supported (supported: {_SUPPORTED})"
+            ) from None
+        if key[0] == "shard":
+            if not -ndim <= key[1] < ndim:
+                raise ValueError(
+                    f"FusionDefinitionWrapper: input {i} is {_describe(dt)}; {p} names a "
+                    f"dimension a tensor of {ndim} dimensions does not have"
+                )
+            key = ("shard", key[1] % ndim)
+        elif key[0] == "partial" and mesh.mesh.shape[len(keys)] == 1:
+            key = ("replicate",)  # one contribution is the sum
+        keys.append(key)
+    spec = _InputSpec(tuple(dt.shape), dt.dtype, tuple(keys))
+    _check_uniform(f"input {i}", spec, mesh, dt.to_local().shape, _describe(dt))
+    return spec
+
+
+def _check_uniform(what: str, spec: _InputSpec, mesh: TorchDeviceMesh, local_shape, desc) -> None:
+    """Non-uniform (jagged) shards are refused: each sharded dimension must
+    divide evenly, and the local shard must be that even part."""
+    sizes = list(mesh.mesh.shape)
+    for dim, mesh_dims in spec.shards().items():
+        parts = 1
+        for m in mesh_dims:
+            parts *= sizes[m]
+        extent = spec.shape[dim]
+        if extent % parts != 0:
+            raise ValueError(
+                f"FusionDefinitionWrapper: {what} is {desc}; dimension {dim} of extent "
+                f"{extent} does not split evenly into {parts} shards. mdfuser supports uniform "
+                "sharding only: pad the dimension to a multiple of the devices sharding it"
+            )
+    if local_shape is None:
+        return
+    expected = list(spec.shape)
+    for dim, mesh_dims in spec.shards().items():
+        for m in mesh_dims:
+            expected[dim] //= sizes[m]
+    if list(local_shape) != expected:
+        raise ValueError(
+            f"FusionDefinitionWrapper: {what} is {desc}, but its local shard has shape "
+            f"{tuple(local_shape)}; uniform sharding gives every device a shard of shape "
+            f"{tuple(expected)}. mdfuser supports uniform sharding only"
+        )
+
+
+class _PartialInputs(FusionDefinition):
+    """A FusionDefinition whose inputs marked partial are sums of per-device
+    contributions.
+
+    A tensor that is a partial sum across a mesh dimension is, in mdfuser's
+    IR, the sum over an axis split across that dimension: input i with
+    ``Partial("sum")`` on mesh dimensions M is defined with one leading axis
+    per dimension in M (extent: that dimension's size, parallelized on its
+    parallel type), and what ``define_fusion`` receives for it is the sum
+    over those axes. Each device passes its contribution with those axes of
+    extent 1, and mdfuser sums them (an allreduce, or a reduce-scatter when
+    the sum is consumed sharded) where the definition first needs the
+    value.
+    """
+
+    def __init__(self, specs: Sequence[_InputSpec], mesh_sizes: Sequence[int]) -> None:
+        super().__init__()
+        self._specs = list(specs)
+        self._mesh_sizes = list(mesh_sizes)
+        # The fusion inputs in definition order (the extended ones for
+        # partial inputs).
+        self.defined: list[TensorView] = []
+
+    def define_tensor(self, shape, contiguity=None, dtype=None, is_cpu=False, stride_order=None):
+        from mdfuser._C import DataType
+
+        dtype = DataType.Float if dtype is None else dtype
+        i = len(self.defined)
+        spec = self._specs[i] if i < len(self._specs) else None
+        partial = [] if spec is None else spec.partial_dims
+        if not partial:
+            tv = super().define_tensor(shape, contiguity, dtype, is_cpu, stride_order)
+            self.defined.append(tv)
+            return tv
+        if stride_order is not None:
+            raise ValueError(
+                f"FusionDefinitionWrapper: input {i} is a partial sum; define it without "
+                "stride_order"
+            )
+        extra = [self._mesh_sizes[m] for m in partial]
+        tv = super().define_tensor(extra + list(shape), None, dtype, is_cpu)
+        self.defined.append(tv)
+        return self.ops.sum(tv, list(range(len(extra))), dtype=dtype)
+
+
+@dataclass
+class _Compiled:
+    fd: _PartialInputs
+    specs: list[_InputSpec]
+
+
+class FusionDefinitionWrapper:
+    """Runs a single-GPU fusion definition on DTensors.
+
+    ``define_fusion(fd)`` defines the fusion with global shapes (one
+    ``fd.define_tensor`` per input, in the order of the DTensors) and
+    ``fd.add_output``; it schedules nothing. ``wrapper(dtensors)`` returns
+    one DTensor per output::
+
+        def define_fusion(fd):
+            x = fd.define_tensor([-1, h])
+            w = fd.define_tensor([n, h])
+            fd.add_output(fd.ops.linear(x, w))
+
+        mlp = FusionDefinitionWrapper(define_fusion)
+        (y,) = mlp([x_dtensor, w_dtensor])
+    """
+
+    def __init__(self, define_fusion: Callable[[FusionDefinition], None]) -> None:
+        if not callable(define_fusion):
+            raise TypeError(
+                "FusionDefinitionWrapper: expected a function that defines the fusion, got "
+                f"{type(define_fusion).__name__}"
+            )
+        self._define_fusion = define_fusion
+        self._compiled: dict[tuple, _Compiled] = {}
+
+    @property
+    def num_definitions(self) -> int:
+        """How many times the fusion was defined and scheduled: once per
+        distinct (shapes, dtypes, mesh, placements, output placements)."""
+        return len(self._compiled)
+
+    @property
+    def num_programs(self) -> int:
+        """How many host programs mdfuser compiled for this wrapper, over
+        every definition (each compiles once per local input signature)."""
+        return sum(c.fd._cache.num_programs for c in self._compiled.values() if c.fd._cache)
+
+    def __call__(
+        self,
+        inputs: Sequence[DTensor],
+        output_placements: Sequence[Sequence | None] | None = None,
+    ) -> list[DTensor]:
+        """Runs the fusion on `inputs` (DTensors, all on one mesh).
+
+        `output_placements`, when given, holds per output the placements to
+        return it with (a sequence of Shard and Replicate, one per mesh
+        dimension), or None to leave it as mdfuser computes it.
+        """
+        if isinstance(inputs, (torch.Tensor, str)) or not isinstance(inputs, Sequence):
+            raise TypeError(
+                f"FusionDefinitionWrapper: expected a list of DTensors, got {type(inputs).__name__}"
+            )
+        if not inputs:
+            raise ValueError("FusionDefinitionWrapper: expected at least one DTensor input")
+        first = inputs[0]
+        if not isinstance(first, DTensor):
+            _input_spec(0, first, None)
+        mesh = first.device_mesh
+        parallel_types(mesh.ndim)  # 1 to 3 dimensions
+        specs = [_input_spec(i, dt, mesh) for i, dt in enumerate(inputs)]
+        _check_same_world()
+        self._check_mesh(mesh)
+        wanted = self._output_placements(output_placements, mesh)
+
+        key = (_mesh_key(mesh), tuple(specs), wanted)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._define(specs, mesh, wanted)
+            self._compiled[key] = compiled
+
+        local = []
+        for spec, dt in zip(specs, inputs):
+            t = dt.to_local()
+            for _ in spec.partial_dims:
+                t = t.unsqueeze(0)
+            local.append(t)
+        outs = compiled.fd.execute(local)
+        return [
+            self._to_dtensor(j, out, tv, mesh)
+            for j, (out, tv) in enumerate(zip(outs, compiled.fd.output_tensors()))
+        ]
+
+    def _check_mesh(self, mesh: TorchDeviceMesh) -> None:
+        size = Communicator.instance().size()
+        ranks = mesh.mesh.flatten().tolist()
+        if len(set(ranks)) != len(ranks) or not all(0 <= r < size for r in ranks):
+            raise ValueError(
+                f"FusionDefinitionWrapper: the mesh {mesh.mesh.tolist()} must hold distinct "
+                f"ranks of mdfuser's world of {size} processes"
+            )
+
+    @staticmethod
+    def _output_placements(output_placements, mesh: TorchDeviceMesh):
+        if output_placements is None:
+            return None
+        if isinstance(output_placements, (str, bytes)) or not isinstance(
+            output_placements, Sequence
+        ):
+            raise TypeError(
+                "FusionDefinitionWrapper: output_placements must be a list with, per output, "
+                f"a list of placements or None; got {type(output_placements).__name__}"
+            )
+        result = []
+        for j, placements in enumerate(output_placements):
+            if placements is None:
+                result.append(None)
+                continue
+            placements = tuple(placements)
+            if len(placements) != mesh.ndim:
+                raise ValueError(
+                    f"FusionDefinitionWrapper: output_placements[{j}] = {placements} has "
+                    f"{len(placements)} placements; the mesh has {mesh.ndim} dimensions"
+                )
+            keys = []
+            for p in placements:
+                if type(p) is Shard and p.dim >= 0:
+                    keys.append(("shard", p.dim))
+                elif type(p) is Replicate:
+                    keys.append(("replicate",))
+                else:
+                    raise ValueError(
+                        f"FusionDefinitionWrapper: output_placements[{j}] = {placements}: "
+                        f"{p} is not supported for an output (supported: Shard(dim) with "
+                        "dim >= 0 and Replicate(); mdfuser returns complete sums)"
+                    )
+            result.append(tuple(keys))
+        return tuple(result)
+
+    def _define(self, specs: list[_InputSpec], mesh: TorchDeviceMesh, wanted) -> _Compiled:
+        sizes = list(mesh.mesh.shape)
+        pts = parallel_types(mesh.ndim)
+        md_mesh = DeviceMesh(mesh.mesh)
+        fd = _PartialInputs(specs, sizes)
+        with fd:
+            self._define_fusion(fd)
+        inputs = fd.defined
+        if len(inputs) != len(specs) or len(fd.fusion.inputs()) != len(specs):
+            raise ValueError(
+                f"FusionDefinitionWrapper: define_fusion defined {len(fd.fusion.inputs())} "
+                f"inputs but was called with {len(specs)} DTensors; pass one DTensor per "
+                "fd.define_tensor, in order"
+            )
+        for i, (spec, tv) in enumerate(zip(specs, inputs)):
+            if tv.device_mesh is not None:
+                raise ValueError(
+                    f"FusionDefinitionWrapper: define_fusion placed input {i} ({tv!r}) on a "
+                    "mesh itself; with DTensor inputs the placements decide the inputs' "
+                    "schedule, so define the fusion without set_device_mesh on inputs"
+                )
+            offset = len(spec.partial_dims)
+            self._check_shape(i, spec, tv, offset)
+            tv.set_device_mesh(md_mesh)
+            for k, m in enumerate(spec.partial_dims):
+                tv.axis(k).parallelize(pts[m])
+            _shard(tv, spec.shards(), sizes, pts, offset)
+        if wanted is not None:
+            outputs = fd.fusion.outputs()
+            if len(wanted) != len(outputs):
+                raise ValueError(
+                    f"FusionDefinitionWrapper: output_placements has {len(wanted)} entries but "
+                    f"the fusion has {len(outputs)} outputs"
+                )
+            for j, (keys, tv) in enumerate(zip(wanted, outputs)):
+                if keys is None:
+                    continue
+                spec = _InputSpec(tuple(-1 for _ in range(tv.ndim)), None, keys)
+                for dim in spec.shards():
+                    if dim >= tv.ndim:
+                        raise ValueError(
+                            f"FusionDefinitionWrapper: output_placements[{j}] shards dimension "
+                            f"{dim}, but output {j} has {tv.ndim} dimensions"
+                        )
+                tv.set_device_mesh(md_mesh)
+                _shard(tv, spec.shards(), sizes, pts, 0)
+        return _Compiled(fd, specs)
+
+    @staticmethod
+    def _check_shape(i: int, spec: _InputSpec, tv: TensorView, offset: int) -> None:
+        extents = [s.value for s in tv.shape()][offset:]
+        dtype = nvfuser_dtype_to_torch_dtype(tv.dtype())
+        mismatch = len(extents) != len(spec.shape) or any(
+            e is not None and e != s for e, s in zip(extents, spec.shape)
+        )
+        if mismatch or dtype != spec.dtype:
+            shown = [-1 if e is None else e for e in extents]
+            raise ValueError(
+                f"FusionDefinitionWrapper: input {i} has global shape {spec.shape} and dtype "
+                f"{spec.dtype}, but define_fusion defines it with shape {shown} and dtype "
+                f"{dtype}"
+            )
+
+    def _to_dtensor(self, j: int, out: torch.Tensor, tv: TensorView, mesh: TorchDeviceMesh):
+        pts = parallel_types(mesh.ndim)
+        sizes = list(mesh.mesh.shape)
+        out_mesh = tv.device_mesh
+        if out_mesh is not None and out_mesh != DeviceMesh(mesh.mesh):
+            raise ValueError(
+                f"FusionDefinitionWrapper: output {j} ({tv!r}) is on {out_mesh!r}, not on the "
+                f"inputs' mesh {mesh.mesh.tolist()}; a DTensor output must be on the inputs' mesh"
+            )
+        axes = {} if out_mesh is None else {pt: rest for pt, *rest in tv._device_axes()}
+        placements = []
+        depth: dict[int, list[tuple[int, int]]] = {}
+        for i, pt in enumerate(pts):
+            if pt not in axes:
+                placements.append(Replicate())
+                continue
+            axis, above, blocks = axes[pt]
+            if not blocks:
+                raise ValueError(
+                    f"FusionDefinitionWrapper: output {j} ({tv!r}) is sharded on {pt} along a "
+                    f"part of axis {axis} that is not its outermost part; DTensor placements "
+                    "cannot express that (see doc/dtensor.md): ask for output_placements or "
+                    "run the fusion with the raw API"
+                )
+            placements.append(Shard(axis))
+            depth.setdefault(axis, []).append((above, i))
+        for axis, levels in depth.items():
+            mesh_dims = [i for _, i in sorted(levels)]
+            if mesh_dims != sorted(mesh_dims):
+                raise ValueError(
+                    f"FusionDefinitionWrapper: output {j} ({tv!r}) splits axis {axis} across "
+                    "inner mesh dimensions above outer ones; DTensor's Shard splits them in "
+                    "mesh order, so ask for output_placements"
+                )
+        shape = list(out.shape)
+        for p, n in zip(placements, sizes):
+            if isinstance(p, Shard):
+                shape[p.dim] *= n
+        stride = torch.empty(shape, device="meta").stride()
+        return DTensor.from_local(
+            out, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride
+        )
+
+
+def _shard(tv: TensorView, shards: dict[int, list[int]], sizes, pts, offset: int) -> None:
+    """Splits each sharded dimension of `tv` outer by its mesh dimensions'
+    sizes, in mesh order, and parallelizes the outer parts. Dimensions are
+    handled last first, so that splitting one leaves the loop positions of
+    the earlier ones as they are."""
+    for dim in sorted(shards, reverse=True):
+        axis = dim + offset
+        for m in shards[dim]:
+            tv.outer_split(axis, sizes[m])
+            tv.axis(axis).parallelize(pts[m])
+            axis += 1

@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: MIT
+"""FusionDefinitionWrapper: DTensors in, DTensors out.
+
+Every process builds the same global inputs, distributes them as DTensors
+and compares the DTensors the wrapper returns (their placements, and their
+full tensors) with plain torch on the global inputs. Run under
+``mpirun -np N`` (N = 1, 2, 4) or torchrun.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+from mdfuser import FusionDefinitionWrapper, ParallelType
+from mdfuser.dtensor import parallel_types
+
+
+def global_tensor(shape, seed: int) -> torch.Tensor:
+    """Integer-valued float32, the same on every rank (sums are exact)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-4, 5, tuple(shape), generator=g).to(torch.float32)
+
+
+def distribute(dtensor_test, full: torch.Tensor, mesh, placements) -> DTensor:
+    return distribute_tensor(full.to(dtensor_test.test.device), mesh, placements)
+
+
+def define_linear(fd):
+    x = fd.define_tensor([-1, 8])
+    w = fd.define_tensor([8, 8])
+    fd.add_output(fd.ops.linear(x, w))
+
+
+def test_parallel_types_of_mesh_dimensions():
+    assert parallel_types(1) == [ParallelType.mesh_x]
+    assert parallel_types(2) == [ParallelType.mesh_y, ParallelType.mesh_x]
+    assert parallel_types(3) == [ParallelType.mesh_z, ParallelType.mesh_y, ParallelType.mesh_x]
+    with pytest.raises(ValueError, match="1 to 3 dimensions"):
+        parallel_types(4)
+
+
+def test_column_parallel_linear_returns_the_placements_mdfuser_chose(dtensor_test):
+    d = dtensor_test.test.size
+    mesh = dtensor_test.mesh((d,))
+    x, w = global_tensor([4, 8], 1), global_tensor([8, 8], 2)
+    linear = FusionDefinitionWrapper(define_linear)
+    (y,) = linear(
+        [
+            distribute(dtensor_test, x, mesh, [Replicate()]),
+            distribute(dtensor_test, w, mesh, [Shard(0)]),
+        ]
+    )
+    assert isinstance(y, DTensor)
+    assert y.device_mesh == mesh
+    assert y.placements == (Shard(1),)
+    assert y.shape == (4, 8)
+    assert y.to_local().shape == (4, 8 // d)
+    torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
+
+
+def test_output_placements_are_honoured(dtensor_test):
+    d = dtensor_test.test.size
+    mesh = dtensor_test.mesh((d,))
+    x, w = global_tensor([4 * d, 8], 3), global_tensor([8, 8], 4)
+    linear = FusionDefinitionWrapper(define_linear)
+    inputs = [
+        distribute(dtensor_test, x, mesh, [Replicate()]),
+        distribute(dtensor_test, w, mesh, [Shard(0)]),
+    ]
+    for wanted in ([Replicate()], [Shard(0)], [Shard(1)]):
+        (y,) = linear(inputs, output_placements=[wanted])
+        assert y.placements == tuple(wanted)
+        torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
+
+
+def test_a_partial_sum_input_is_summed_across_its_mesh_dimension(dtensor_test):
+    """Each rank holds a contribution; the fusion sees their sum."""
+    test = dtensor_test.test
+    mesh = dtensor_test.mesh((test.size,))
+    contribution = global_tensor([4, 8], 10 + test.rank).to(test.device)
+    x = DTensor.from_local(contribution, mesh, [Partial("sum")])
+    w = global_tensor([8, 8], 5)
+    linear = FusionDefinitionWrapper(define_linear)
+    (y,) = linear([x, distribute(dtensor_test, w, mesh, [Shard(0)])])
+    assert y.placements == (Shard(1),)
+    expected = sum(global_tensor([4, 8], 10 + r) for r in range(test.size)) @ w.T
+    torch.testing.assert_close(y.full_tensor().cpu(), expected)
+
+
+def test_same_placements_reuse_the_program_other_placements_recompile(dtensor_test):
+    d = dtensor_test.test.size
+    mesh = dtensor_test.mesh((d,))
+    x, w = global_tensor([4, 8], 6), global_tensor([8, 8], 7)
+    linear = FusionDefinitionWrapper(define_linear)
+    column = [
+        distribute(dtensor_test, x, mesh, [Replicate()]),
+        distribute(dtensor_test, w, mesh, [Shard(0)]),
+    ]
+    row = [
+        distribute(dtensor_test, x, mesh, [Shard(1)]),
+        distribute(dtensor_test, w, mesh, [Shard(1)]),
+    ]
+    assert (linear.num_definitions, linear.num_programs) == (0, 0)
+    linear(column)
+    assert (linear.num_definitions, linear.num_programs) == (1, 1)
+    (y,) = linear(column)
+    assert (linear.num_definitions, linear.num_programs) == (1, 1)
+    torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
+    (y,) = linear(row)
+    assert (linear.num_definitions, linear.num_programs) == (2, 2)
+    assert y.placements == (Replicate(),)
+    torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
+    linear(row)
+    assert (linear.num_definitions, linear.num_programs) == (2, 2)
+    # Another global shape is another key too.
+    x2 = global_tensor([8, 8], 8)
+    (y,) = linear([distribute(dtensor_test, x2, mesh, [Replicate()]), column[1]])
+    assert (linear.num_definitions, linear.num_programs) == (3, 3)
+    torch.testing.assert_close(y.full_tensor().cpu(), x2 @ w.T)
+
+
+def test_a_2d_mesh_maps_mesh_y_and_mesh_x(dtensor_test):
+    """On an init_device_mesh of (dp, tp): tokens on mesh_y (dimension 0),
+    the weight's rows on mesh_x (dimension 1); the output is sharded on
+    both."""
+    test = dtensor_test.test
+    test.require(2)
+    for shape in {(2, test.size // 2), (test.size // 2, 2)}:
+        mesh = dtensor_test.mesh(shape)
+        x, w = global_tensor([4, 8], 11), global_tensor([8, 8], 12)
+        linear = FusionDefinitionWrapper(define_linear)
+        (y,) = linear(
+            [
+                distribute(dtensor_test, x, mesh, [Shard(0), Replicate()]),
+                distribute(dtensor_test, w, mesh, [Replicate(), Shard(0)]),
+            ]
+        )
+        assert y.placements == (Shard(0), Shard(1)), shape
+        torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
+        (definition,) = linear._compiled.values()
+        x_tv = definition.fd.fusion.inputs()[0]
+        assert x_tv.device_mesh.shape == list(shape)
+        assert [x_tv.axis(i).parallel_type for i in range(x_tv.num_loop_axes)][0] == (
+            ParallelType.mesh_y
+        )
+
+
+def test_two_mesh_dimensions_on_one_tensor_dimension(dtensor_test):
+    """Shard(0) on both mesh dimensions splits dimension 0 by mesh_y, then
+    each part by mesh_x, as DTensor does."""
+    test = dtensor_test.test
+    test.require(4)
+    mesh = dtensor_test.mesh((2, test.size // 2))
+    x = global_tensor([8, 4], 13)
+
+    def double(fd):
+        t = fd.define_tensor([8, 4])
+        fd.add_output(fd.ops.mul(t, 2.0))
+
+    (y,) = FusionDefinitionWrapper(double)(
+        [distribute(dtensor_test, x, mesh, [Shard(0), Shard(0)])]
+    )
+    assert y.placements == (Shard(0), Shard(0))
+    torch.testing.assert_close(y.to_local().cpu(), (2 * x).chunk(test.size)[test.rank])
+    torch.testing.assert_close(y.full_tensor().cpu(), 2 * x)
+
+
+def test_bad_inputs_are_refused_before_anything_runs(dtensor_test):
+    test = dtensor_test.test
+    mesh = dtensor_test.mesh((test.size,))
+    x, w = global_tensor([4, 8], 1), global_tensor([8, 8], 2)
+    xd = distribute(dtensor_test, x, mesh, [Replicate()])
+    wd = distribute(dtensor_test, w, mesh, [Shard(0)])
+    linear = FusionDefinitionWrapper(define_linear)
+    with pytest.raises(ValueError, match=r"input 1 is a Tensor, not a DTensor"):
+        linear([xd, w.to(test.device)])
+    with pytest.raises(
+        ValueError,
+        match=r'Partial\(max\).*supported: Shard\(dim\), Replicate\(\) and Partial\("sum"\)',
+    ):
+        linear([DTensor.from_local(x.to(test.device), mesh, [Partial("max")]), wd])
+    with pytest.raises(ValueError, match=r"define_fusion defined 2 inputs but was called with 3"):
+        linear([xd, wd, wd])
+    with pytest.raises(ValueError, match=r"input 1 has global shape \(8, 4\).*shape \[8, 8\]"):
+        linear([xd, distribute(dtensor_test, w[:, :4], mesh, [Replicate()])])
+    with pytest.raises(ValueError, match=r"output_placements\[0\].*Partial"):
+        linear([xd, wd], output_placements=[[Partial("sum")]])
+    if test.size > 1:
+        other = dtensor_test.mesh((1, test.size))
+        with pytest.raises(
+            ValueError, match=r"input 1 is a DTensor .* every input must be on the same mesh"
+        ):
+            linear([xd, distribute(dtensor_test, w, other, [Replicate(), Shard(0)])])
+    assert linear.num_definitions == 0
+
+
+def test_jagged_shards_are_refused(dtensor_test):
+    """Non-uniform sharding: a global extent that does not divide, or local
+    shards whose sizes disagree with the global shape."""
+    test = dtensor_test.test
+    test.require(2)
+    mesh = dtensor_test.mesh((test.size,))
+    w = distribute(dtensor_test, global_tensor([8, 8], 2), mesh, [Shard(0)])
+    linear = FusionDefinitionWrapper(define_linear)
+    uneven = distribute(dtensor_test, global_tensor([test.size + 1, 8], 3), mesh, [Shard(0)])
+    with pytest.raises(
+        ValueError,
+        match=rf"dimension 0 of extent {test.size + 1} does not split evenly into {test.size} "
+        "shards",
+    ):
+        linear([uneven, w])
+    # Local shards of 2 rows on every rank but one that claims 3.
+    rows = 3 if test.rank == 0 else 2
+    lying = DTensor.from_local(
+        torch.zeros(rows, 8, device=test.device),
+        mesh,
+        [Shard(0)],
+        shape=torch.Size([2 * test.size, 8]),
+        stride=(8, 1),
+    )
+    if test.rank == 0:
+        with pytest.raises(
+            ValueError,
+            match=r"local shard has shape \(3, 8\); uniform sharding gives every device a "
+            r"shard of shape \(2, 8\)",
+        ):
+            linear([lying, w])
+    assert linear.num_definitions == 0
+
+
+def test_outputs_feed_torch_dtensor_ops_like_a_pure_dtensor_mlp(dtensor_test):
+    """The column-parallel half of the MLP through mdfuser, the
+    row-parallel half through torch's own DTensor ops, against the whole
+    MLP in DTensor ops."""
+    test = dtensor_test.test
+    mesh = dtensor_test.mesh((test.size,))
+    h = 8
+    g = torch.Generator().manual_seed(51)
+    x, w1, b1 = (
+        torch.randn(4, h, generator=g),
+        torch.randn(4 * h, h, generator=g),
+        torch.randn(4 * h, generator=g),
+    )
+    w2, b2 = torch.randn(h, 4 * h, generator=g), torch.randn(h, generator=g)
+    f = torch.nn.functional
+    xd = distribute(dtensor_test, x, mesh, [Replicate()])
+    w1d = distribute(dtensor_test, w1, mesh, [Shard(0)])
+    b1d = distribute(dtensor_test, b1, mesh, [Shard(0)])
+    w2d = distribute(dtensor_test, w2, mesh, [Shard(1)])
+    b2d = distribute(dtensor_test, b2, mesh, [Replicate()])
+
+    def up(fd):
+        xt = fd.define_tensor([-1, h])
+        w = fd.define_tensor([4 * h, h])
+        b = fd.define_tensor([4 * h])
+        fd.add_output(fd.ops.gelu(fd.ops.linear(xt, w, b), approximate="tanh"))
+
+    (act,) = FusionDefinitionWrapper(up)([xd, w1d, b1d])
+    assert act.placements == (Shard(1),)
+    y = f.linear(act, w2d, b2d)
+    assert isinstance(y, DTensor)
+
+    reference = f.linear(f.gelu(f.linear(xd, w1d, b1d), approximate="tanh"), w2d, b2d)
+    torch.testing.assert_close(y.full_tensor(), reference.full_tensor())
+    torch.testing.assert_close(
+        y.full_tensor().cpu(),
+        f.linear(f.gelu(f.linear(x, w1, b1), approximate="tanh"), w2, b2),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_a_world_numbered_otherwise_than_mdfuser_is_refused(dtensor_test, monkeypatch):
+    """torch.distributed must number the processes as mdfuser's launcher
+    does; the check runs before anything is defined or communicated."""
+    import torch.distributed as dist
+
+    test = dtensor_test.test
+    mesh = dtensor_test.mesh((test.size,))
+    x, w = global_tensor([4, 8], 1), global_tensor([8, 8], 2)
+    inputs = [
+        distribute(dtensor_test, x, mesh, [Replicate()]),
+        distribute(dtensor_test, w, mesh, [Replicate()]),
+    ]
+    linear = FusionDefinitionWrapper(define_linear)
+    monkeypatch.setattr(dist, "get_rank", lambda *args: test.rank + 1)
+    with pytest.raises(
+        ValueError,
+        match=rf"torch.distributed says rank {test.rank + 1} of {test.size} but mdfuser's "
+        rf"launcher says rank {test.rank} of {test.size}",
+    ):
+        linear(inputs)
+    assert linear.num_definitions == 0

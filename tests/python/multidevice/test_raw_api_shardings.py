@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""Shardings only the raw API expresses, and the non-uniform ones neither
+API supports (doc/dtensor.md).
+
+Non-outermost sharding: axis 0 of x is split in two blocks and each block
+across the devices, [serial{2}, mesh_x{d}, rest], so a device holds a run
+of rows from every block: DTensor's Shard(0) cannot say that. mdfuser
+computes on such shards; moving them between devices, a strided shard (the
+inner part of a split on mesh_x) and jagged shards are refused with a
+ValueError before anything runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from communication_helpers import execute, global_tensor, mesh_of
+
+from mdfuser import FusionDefinition, ParallelType
+from mdfuser.multidevice import shard_tensor
+
+
+def non_outermost_rows(t: torch.Tensor, blocks: int, d: int, r: int) -> torch.Tensor:
+    """Device r's rows when the rows form `blocks` blocks, each split
+    across d devices: part r of every block, in block order."""
+    return torch.cat([block.chunk(d)[r] for block in t.chunk(blocks)])
+
+
+def split_blocks_then_devices(tv, d: int) -> None:
+    tv.outer_split(0, 2)  # [2 blocks, rows per block, ...]
+    tv.outer_split(1, d)  # [2, d, rows per device and block, ...]
+    tv.axis(1).parallelize(ParallelType.mesh_x)
+
+
+def test_non_outermost_sharding_computes_on_every_block(multidevice_test):
+    d, r = multidevice_test.size, multidevice_test.rank
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4 * d, 3])
+        y = fd.ops.mul(fd.ops.relu(x), 2.0)
+        fd.add_output(y)
+        x.set_device_mesh(mesh_of(range(d)))
+        split_blocks_then_devices(x, d)
+    full = global_tensor([4 * d, 3], seed=41)
+    local_x = non_outermost_rows(full, 2, d, r)
+    assert torch.equal(shard_tensor(full, x), local_x)
+    (out,) = fd.execute([local_x.to(multidevice_test.device)])
+    assert torch.equal(out.cpu(), non_outermost_rows(2 * full.relu(), 2, d, r))
+    assert "Communication" not in fd.last_host_ir()
+
+
+def test_non_outermost_sharding_reduces_across_devices(multidevice_test):
+    """A sum over the rows: each device sums its rows of every block, then
+    an allreduce."""
+    d, r = multidevice_test.size, multidevice_test.rank
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4 * d, 3])
+        fd.add_output(fd.ops.sum(x, [0]))
+        x.set_device_mesh(mesh_of(range(d)))
+        split_blocks_then_devices(x, d)
+    full = global_tensor([4 * d, 3], seed=42)
+    (out,) = fd.execute([non_outermost_rows(full, 2, d, r).to(multidevice_test.device)])
+    assert torch.equal(out.cpu(), full.sum(0))
+
+
+def test_moving_a_non_outermost_shard_is_refused(multidevice_test):
+    """A collective moves each device's rows as one block, which for this
+    layout is not one block of the tensor: gathering it is refused, on
+    every rank, before anything runs."""
+    d = multidevice_test.size
+    multidevice_test.require(2)
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4 * d, 3])
+        y = fd.ops.set(x)
+        fd.add_output(y)
+        mesh = mesh_of(range(d))
+        x.set_device_mesh(mesh)
+        y.set_device_mesh(mesh)
+        split_blocks_then_devices(x, d)
+    full = global_tensor([4 * d, 3], seed=43)
+    with pytest.raises(ValueError, match=r"non-outermost sharding.*Allgather on mesh_x axis 0"):
+        execute(multidevice_test, fd, [full])
+
+
+def test_a_strided_shard_is_refused(multidevice_test):
+    """The inner part of a split on mesh_x would give each device every
+    d-th row: refused, naming the axis, before anything runs."""
+    d = multidevice_test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4 * d, 3])
+        fd.add_output(fd.ops.mul(x, 2.0))
+        x.set_device_mesh(mesh_of(range(d)))
+        x.inner_split(0, d)
+        x.axis(1).parallelize(ParallelType.mesh_x)
+    with pytest.raises(
+        ValueError,
+        match="is the inner part of a split, which would give each device a strided shard",
+    ):
+        fd.execute([torch.zeros(4, 3, device=multidevice_test.device)])
+
+
+def test_jagged_shards_are_refused(multidevice_test):
+    """A global extent that does not divide among the devices, and a local
+    shard whose size disagrees with the global shape."""
+    test = multidevice_test
+    test.require(2)
+    d = test.size
+
+    def sharded_rows(rows: int):
+        with FusionDefinition() as fd:
+            x = fd.define_tensor([rows, 3])
+            fd.add_output(fd.ops.mul(x, 2.0))
+            x.set_device_mesh(mesh_of(range(d)))
+            x.outer_split(0, d)
+            x.axis(0).parallelize(ParallelType.mesh_x)
+        return fd, x
+
+    fd, x = sharded_rows(2 * d + 1)
+    with pytest.raises(
+        ValueError, match=f"has extent {2 * d + 1}, which is not divisible into {d} equal"
+    ):
+        fd.execute([torch.zeros(2, 3, device=test.device)])
+    with pytest.raises(
+        ValueError, match=f"axis 0 has size {2 * d + 1}, which does not split evenly"
+    ):
+        shard_tensor(torch.zeros(2 * d + 1, 3), x)
+
+    fd, _ = sharded_rows(2 * d)
+    with pytest.raises(
+        ValueError, match=r"axis 0 has local size 3; sharded across \d+ devices on mesh_x"
+    ):
+        fd.execute([torch.zeros(3, 3, device=test.device)])
