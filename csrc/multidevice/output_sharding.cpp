@@ -148,6 +148,22 @@ bool streamCanFollow(
   return true;
 }
 
+void dropReductions(TensorView* tv) {
+  std::vector<IterDomain*> logical;
+  for (IterDomain* id : tv->logical()) {
+    if (!id->isReduction()) {
+      logical.push_back(id);
+    }
+  }
+  std::vector<IterDomain*> loop;
+  for (IterDomain* id : tv->loop()) {
+    if (!id->isReduction()) {
+      loop.push_back(id);
+    }
+  }
+  tv->setDomains({}, std::move(logical), std::move(loop));
+}
+
 void replayAxis(
     const TensorView* from,
     const IterDomain* from_axis,

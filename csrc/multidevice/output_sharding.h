@@ -67,6 +67,10 @@ void replayAxis(
     IterDomain* to_axis,
     const std::set<ParallelType>& taken);
 
+// Drops `tv`'s reduction axes from its logical and loop domains (and its
+// root domain), as when a sum's output becomes the output of a copy.
+void dropReductions(TensorView* tv);
+
 // Gives `target` the device shardings the claims land on `consumer` (an
 // output of `op`); `target` is `consumer` itself or a tensor whose logical
 // axes correspond one to one to consumer's root (or logical) axes. A

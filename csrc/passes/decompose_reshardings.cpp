@@ -66,23 +66,6 @@ TensorOp* replaceOutput(TensorOp* op, size_t index, TensorView* tv) {
   return replaced;
 }
 
-// Drops `tv`'s reduction axes and the loop axes derived from them.
-void dropReductions(TensorView* tv) {
-  std::vector<IterDomain*> logical;
-  for (IterDomain* id : tv->logical()) {
-    if (!id->isReduction()) {
-      logical.push_back(id);
-    }
-  }
-  std::vector<IterDomain*> loop;
-  for (IterDomain* id : tv->loop()) {
-    if (!id->isReduction()) {
-      loop.push_back(id);
-    }
-  }
-  tv->setDomains({}, std::move(logical), std::move(loop));
-}
-
 class Decomposer {
  public:
   explicit Decomposer(Fusion* fusion) : fusion_(fusion) {}

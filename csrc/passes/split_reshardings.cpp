@@ -53,23 +53,6 @@ std::vector<ParallelType> typesOnChain(
   return result;
 }
 
-// Drops `tv`'s reduction axes from its logical and loop domains.
-void dropReductions(TensorView* tv) {
-  std::vector<IterDomain*> logical;
-  for (IterDomain* id : tv->logical()) {
-    if (!id->isReduction()) {
-      logical.push_back(id);
-    }
-  }
-  std::vector<IterDomain*> loop;
-  for (IterDomain* id : tv->loop()) {
-    if (!id->isReduction()) {
-      loop.push_back(id);
-    }
-  }
-  tv->setDomains({}, std::move(logical), std::move(loop));
-}
-
 class Splitter {
  public:
   Splitter(Fusion* fusion, TensorOp* op)
