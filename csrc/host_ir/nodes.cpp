@@ -279,6 +279,14 @@ Communication::Communication(
   if (spec_.receivers.empty()) {
     spec_.receivers = spec_.team;
   }
+  if (spec_.type == CommunicationType::CollectivePermute) {
+    MDF_CHECK(
+        in != nullptr && out != nullptr && in != out,
+        "a CollectivePermute sends one buffer and receives into another");
+    MDF_CHECK(
+        spec_.senders == spec_.team && spec_.receivers == spec_.team,
+        "every member of a CollectivePermute's team sends and receives");
+  }
 }
 
 void Communication::reduceInPlace() {

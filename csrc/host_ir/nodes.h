@@ -337,7 +337,9 @@ struct CommunicationSpec {
 
 // Posts a collective on the current stream. A rank that only sends has no
 // output buffer, one that only receives no input buffer: the missing one is
-// nullptr.
+// nullptr. A CollectivePermute (the step of a ring) has both: each team
+// member sends `in` to the next member and receives the previous member's
+// into `out`; until its Wait nothing may write `in` or touch `out`.
 class Communication : public HostExpr {
  public:
   Communication(
