@@ -40,24 +40,38 @@ class Scope {
 };
 
 // A stream value. Without an index, a stream captured at run time; with an
-// index, the worker stream of that loop iteration.
+// index, the worker stream of that loop iteration, or (kCommunication) the
+// communication stream of that index, on which AssignCommunicationStreams
+// issues the point-to-point moves of rings beside the computation.
 class Stream : public Val {
  public:
-  explicit Stream(IrContainer* container, Scalar* index = nullptr);
+  enum class Kind { kCompute, kCommunication };
+
+  explicit Stream(
+      IrContainer* container,
+      Scalar* index = nullptr,
+      Kind kind = Kind::kCompute);
 
   Scalar* index() const {
     return index_;
   }
+  bool isCommunication() const {
+    return kind_ == Kind::kCommunication;
+  }
 
   std::string_view counterKey() const override {
+    if (isCommunication()) {
+      return "CommunicationStream";
+    }
     return index_ == nullptr ? "Stream" : "WorkerStream";
   }
-  // "Stream 0" or "Stream i3".
+  // "Stream 0", "Stream i3" or "CommunicationStream i3".
   std::string toString() const override;
   Statement* cloneInto(IrCloner& cloner) const override;
 
  private:
   Scalar* index_;
+  Kind kind_;
 };
 
 // Base of host statements, which are never cloned.
@@ -229,6 +243,40 @@ class ShardByDevice : public ShardView {
 
  private:
   ParallelType parallel_type_;
+};
+
+// Part `index` of the `parts` parts of `in` along `axis`: the chunk a step
+// of a ring decomposition works on, its index depending on the step and on
+// the device. Parts are ceilDiv(extent, parts) long, trailing ones short or
+// empty; `start` and `length` say so for the evaluator.
+class RingChunk : public ShardView {
+ public:
+  RingChunk(
+      IrContainer* container,
+      TensorView* out,
+      TensorView* in,
+      int64_t axis,
+      Scalar* index,
+      int64_t parts,
+      Scalar* start,
+      Scalar* length);
+
+  Scalar* index() const {
+    return index_;
+  }
+  int64_t parts() const {
+    return parts_;
+  }
+
+  std::string_view opName() const override {
+    return "RingChunk";
+  }
+  // "T9 = RingChunk(T8, axis = 0, index = (2 - i4) % 2, parts = 2)"
+  std::string toString() const override;
+
+ private:
+  Scalar* index_;
+  int64_t parts_;
 };
 
 // out = a layout operation's result (permute, slice, squeeze, broadcast,

@@ -66,6 +66,10 @@ class Verifier {
 
   void checkStream(
       const Stream* stream, const State& state, const Expr* where) {
+    if (stream->isCommunication()) {
+      checkScalar(stream->index(), state, where);
+      return;
+    }
     if (stream->index() != nullptr) {
       MDF_CHECK(
           state.symbols.count(stream->index()) != 0,
