@@ -15,6 +15,7 @@ import re
 import pytest
 import torch
 from helpers import row_parallel_linear
+from transformer_blocks import mlp_forward, mlp_reference
 
 from mdfuser import DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import DeviceMesh, shard_tensor
@@ -233,3 +234,63 @@ def test_uneven_reduce_scatter_is_a_value_error(multidevice_test):
     (out,) = fd.execute(args, _enable_options=RING)
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(out.cpu(), expected)
+
+
+def test_allgather_linear_with_a_batch_axis(multidevice_test):
+    """x [b, t, k] with the tokens (axis 1) across the devices: the ring
+    cuts axis 1, whose parts are not contiguous."""
+    test = multidevice_test
+    d = test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([2, -1, 8], dtype=DataType.BFloat16)
+        w = fd.define_tensor([4 * d, 8], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.linear(x, w))
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w):
+            tv.set_device_mesh(mesh)
+        _shard(x, 1, d)
+        _shard(w, 0, d)
+    g = torch.Generator().manual_seed(8)
+    full = [integers((2, 3 * d, 8), g), integers((4 * d, 8), g)]
+    collective, ring, program = run_both(test, fd, full)
+    expected = shard_tensor(
+        torch.nn.functional.linear(full[0].double(), full[1].double()).to(torch.bfloat16),
+        fd.output_tensors()[0],
+    )
+    assert torch.equal(collective.cpu(), expected)
+    assert torch.equal(ring.cpu(), expected)
+    expect_ring(test, program, 1, "Allgather")
+    if d > 1:
+        assert "RingChunk(T" in program and "axis = 1, index = " in program
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_sequence_parallel_mlp(multidevice_test, streams):
+    """Both rings in one program: the allgather ring into the first linear
+    and the reduce-scatter ring out of the second, with gelu and the bias
+    between. Floating-point inputs: the rings sum in another order than the
+    collectives, so both are compared with torch's tolerance."""
+    test = multidevice_test
+    d, h = test.size, 16
+    block = mlp_forward(h, d, "sp", streams, test.mdfuser_dtype)
+    g = torch.Generator().manual_seed(12)
+    full = dict(
+        x=torch.randn(4 * d * streams, h, generator=g),
+        w1=torch.randn(4 * h, h, generator=g) / 4,
+        b1=torch.randn(4 * h, generator=g),
+        w2=torch.randn(h, 4 * h, generator=g) / 8,
+        b2=torch.randn(h, generator=g),
+    )
+    args = [test.shard(full[name].to(test.dtype), tv) for name, tv in block.inputs.items()]
+    (collective,) = block.fd.execute(args)
+    (ring,) = block.fd.execute(args, _enable_options=RING)
+    program = block.fd.last_host_ir()
+    want, torch_result = test.references(lambda **t: mlp_reference(**t)[0], full)
+    want = shard_tensor(want.cpu(), block.fd.output_tensors()[0])
+    torch_result = shard_tensor(torch_result.cpu(), block.fd.output_tensors()[0])
+    tolerance = test.tolerance(want, torch_result)
+    test.assert_close(collective, want, tolerance, msg="collective")
+    test.assert_close(ring, want, tolerance, msg="ring")
+    if d > 1:
+        assert count(program, "CollectivePermute") == 2, program
+        assert count(program, "Allgather") + count(program, "ReduceScatter") == 0
