@@ -183,6 +183,48 @@ TEST(RingGolden, CollectivesStayTheDefault) {
   }
 }
 
+TEST(RingGolden, PairsThatDoNotMatchKeepTheirCollectives) {
+  const DeviceMesh mesh({0, 1});
+  // An allgather feeding no linear.
+  auto gather_only = [&] {
+    auto fusion = std::make_unique<Fusion>();
+    TensorView* in = fusion->defineTensor({4, 8}, {}, DataType::Float);
+    TensorView* out = set(in);
+    fusion->addOutput(out);
+    in->setDeviceMesh(mesh);
+    out->setDeviceMesh(mesh);
+    in->outerSplit(0, 2);
+    in->parallelize(0, ParallelType::DIDx);
+    return fusion;
+  };
+  // A gathered tensor that is an output as well as a linear's input.
+  auto gathered_output = [&] {
+    auto fusion = std::make_unique<Fusion>();
+    TensorView* x = fusion->defineTensor({4, 8}, {}, DataType::Float);
+    TensorView* w = fusion->defineTensor({6, 8}, {}, DataType::Float);
+    TensorView* gathered = set(x);
+    fusion->addOutput(gathered);
+    fusion->addOutput(linear(gathered, w));
+    for (TensorView* tv : {x, w, gathered}) {
+      tv->setDeviceMesh(mesh);
+    }
+    x->outerSplit(0, 2);
+    x->parallelize(0, ParallelType::DIDx);
+    w->outerSplit(0, 2);
+    w->parallelize(0, ParallelType::DIDx);
+    return fusion;
+  };
+  for (const std::string& program :
+       {compile(gather_only(), 0), compile(gathered_output(), 0)}) {
+    EXPECT_EQ(count(program, "type=Allgather"), 1) << program;
+    EXPECT_EQ(count(program, "CollectivePermute"), 0) << program;
+  }
+  // A team of one device communicates nothing either way.
+  EXPECT_EQ(
+      compile(test::makeMlp(2, 1, 2, "sp"), 0),
+      compile(test::makeMlp(2, 1, 2, "sp"), 0, /*ring=*/false));
+}
+
 TEST(RingGolden, PrintingIsDeterministic) {
   EXPECT_EQ(
       compile(test::makeMlp(2, 2, 2, "sp"), 0),
