@@ -10,11 +10,13 @@ agree exactly.
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 import pytest
 import torch
-from helpers import row_parallel_linear
+from helpers import row_parallel_linear, run_python
 from transformer_blocks import mlp_forward, mlp_reference
 
 from mdfuser import DataType, FusionDefinition, ParallelType
@@ -294,3 +296,52 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
     if d > 1:
         assert count(program, "CollectivePermute") == 2, program
         assert count(program, "Allgather") + count(program, "ReduceScatter") == 0
+
+
+def test_a_neighbour_that_never_joins_is_a_bounded_error(multidevice_test):
+    """A child job of the same size whose last rank, after a first
+    execution, never runs the ring: the others fail within
+    MDFUSER_TIMEOUT_S, naming their rank and the CollectivePermute, instead
+    of hanging."""
+    test = multidevice_test
+    test.require(2)
+    base = int(os.environ.get("MDFUSER_PORT", os.environ.get("MASTER_PORT", "29500")))
+    tests_dir = os.path.dirname(os.path.dirname(__file__))
+    code = f"""
+import sys, time, torch
+sys.path.insert(0, {tests_dir!r})
+from helpers import row_parallel_linear
+from mdfuser.multidevice import Communicator, shard_tensor
+comm = Communicator.instance()
+fd = row_parallel_linear(comm.size(), 1, 4)
+full = torch.ones(4, 16, dtype=torch.bfloat16)
+args = [shard_tensor(full, tv) for tv in fd.fusion.inputs()]
+fd.execute(args)  # every rank joins the job
+if comm.rank() == comm.size() - 1:
+    time.sleep(4)
+    sys.exit(0)
+try:
+    fd.execute(args, _enable_options=["ring_decomposition"])
+except Exception as e:
+    print(type(e).__name__, e)
+    sys.exit(3)
+"""
+    start = time.monotonic()
+    child = run_python(
+        code,
+        {
+            "RANK": str(test.rank),
+            "WORLD_SIZE": str(test.size),
+            "LOCAL_RANK": str(test.local_rank),
+            "LOCAL_WORLD_SIZE": str(test.comm.local_size()),
+            "MDFUSER_PORT": str(base + 7),
+            "MDFUSER_TIMEOUT_S": "2",
+        },
+    )
+    assert time.monotonic() - start < 60, "bounded by the timeout, not by a hang"
+    if test.rank == test.size - 1:
+        assert child.returncode == 0, child.stderr
+        return
+    assert child.returncode == 3, child.stderr
+    assert f"rank {test.rank} failed waiting" in child.stdout
+    assert "CollectivePermute" in child.stdout and "(timed out)" in child.stdout
