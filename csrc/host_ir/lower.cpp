@@ -2,10 +2,13 @@
 #include "host_ir/lower.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "host_ir/ring_decomposition.h"
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "multidevice/communication_type.h"
@@ -149,8 +152,13 @@ class StreamLoop {
 
 class Lowerer {
  public:
-  Lowerer(HostIrContainer& hic, const LoweringOptions& options)
-      : hic_(hic), options_(options) {}
+  // `segment_of` numbers the operations by the scope they are lowered into:
+  // a Stream loop, or the top level.
+  Lowerer(
+      HostIrContainer& hic,
+      const LoweringOptions& options,
+      std::unordered_map<const TensorOp*, size_t> segment_of)
+      : hic_(hic), options_(options), segment_of_(std::move(segment_of)) {}
 
   // Appends the statements for `op` to `scope`; `loop` is the enclosing
   // Stream loop, if any.
@@ -161,10 +169,18 @@ class Lowerer {
     const bool communication =
         dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op);
     if (communication && isResharding(op)) {
+      if (options_.ring_decomposition &&
+          (deferGatherToRing(op) || lowerReductionRing(op))) {
+        return;
+      }
       lowerResharding(op);
       return;
     }
     if (!onDevice(op->out(), options_.device)) {
+      return;
+    }
+    if (options_.ring_decomposition &&
+        (lowerGatherRing(op) || deferPartialSumsToRing(op))) {
       return;
     }
     std::vector<TensorView*> ins;
@@ -182,6 +198,203 @@ class Lowerer {
   TensorView* operand(TensorView* tv) {
     return loop_ == nullptr ? tv : loop_->operand(tv, op_, op_->out());
   }
+
+  // ----------------------------------------------------- ring decompositions
+
+  // The team a collective `r` from `producer` to `consumer` runs over, when
+  // it can become a ring on this device: one mesh holding it, two devices
+  // or more along the collective's axis.
+  std::optional<std::vector<int64_t>> ringTeam(
+      const Resharding& r,
+      const TensorView* producer,
+      const TensorView* consumer) const {
+    if (r.kind != Resharding::Kind::kCollective || !producer->hasDeviceMesh() ||
+        !consumer->hasDeviceMesh() ||
+        !(*producer->deviceMesh() == *consumer->deviceMesh()) ||
+        !producer->deviceMesh()->has(options_.device)) {
+      return std::nullopt;
+    }
+    std::vector<int64_t> team =
+        producer->deviceMesh()->team(options_.device, r.parallel_type);
+    if (team.size() < 2) {
+      return std::nullopt;
+    }
+    return team;
+  }
+
+  Ring ring(const std::vector<int64_t>& team) {
+    const int64_t me =
+        std::find(team.begin(), team.end(), options_.device) - team.begin();
+    return Ring{hic_, *scope_, team, me, options_.backend};
+  }
+
+  // `tv`'s only use, when it has one and is no program output.
+  const TensorOp* onlyUse(const TensorView* tv) const {
+    if (hic_.isOutput(tv) || tv->uses().size() != 1) {
+      return nullptr;
+    }
+    return dynamic_cast<const TensorOp*>(tv->uses().front());
+  }
+
+  bool sameSegment(const TensorOp* a, const TensorOp* b) const {
+    auto ia = segment_of_.find(a);
+    auto ib = segment_of_.find(b);
+    return ia != segment_of_.end() && ib != segment_of_.end() &&
+           ia->second == ib->second;
+  }
+
+  // The extent of `tv`'s non-reduction axis `axis` in the buffer this scope
+  // sees: one stream chunk's inside a loop that cuts it.
+  Scalar* extentInScope(const TensorView* tv, int64_t axis) const {
+    if (loop_ != nullptr && loopAxis(tv, ParallelType::Stream) != nullptr) {
+      const StreamChunk chunk = streamChunk(tv, loop_->loop()->index());
+      if (chunk.axis == axis) {
+        return chunk.length;
+      }
+    }
+    return localExtents(tv).at(axis);
+  }
+
+  // An allgather whose only use is a linear's input waits for that linear,
+  // with which it becomes one ring.
+  bool deferGatherToRing(const TensorOp* op) {
+    if (dynamic_cast<const LoadStoreOp*>(op) == nullptr) {
+      return false;
+    }
+    TensorView* producer = op->tensorInputs().front();
+    TensorView* gathered = op->out();
+    const Resharding r = chooseResharding(op);
+    std::optional<std::vector<int64_t>> team = ringTeam(r, producer, gathered);
+    const auto* linear = dynamic_cast<const LinearOp*>(onlyUse(gathered));
+    if (!team || r.type != CommunicationType::Allgather || linear == nullptr ||
+        linear->in() != gathered || linear->weight() == gathered ||
+        linear->bias() == gathered || !sameSegment(op, linear)) {
+      return false;
+    }
+    // The gathered axis must index the linear's output, not its contracted
+    // in_features.
+    const std::vector<IterDomain*> ids = gathered->logicalNoReductions();
+    const std::vector<IterDomain*> out_ids =
+        linear->out()->logicalNoReductions();
+    if (r.axis < 0 || r.axis + 1 >= static_cast<int64_t>(ids.size())) {
+      return false;
+    }
+    for (const AxisMapping& m :
+         linear->mapProducerToConsumer(gathered, linear->out())) {
+      auto it = std::find(out_ids.begin(), out_ids.end(), m.consumer);
+      if (m.producer == ids[r.axis] && m.exact && it != out_ids.end()) {
+        gathers_.emplace(
+            gathered,
+            DeferredGather{
+                operand(producer), *team, r.axis, it - out_ids.begin()});
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The ring of a deferred allgather and the linear consuming it.
+  bool lowerGatherRing(const TensorOp* op) {
+    const auto* linear = dynamic_cast<const LinearOp*>(op);
+    if (linear == nullptr) {
+      return false;
+    }
+    auto it = gathers_.find(linear->in());
+    if (it == gathers_.end()) {
+      return false;
+    }
+    const DeferredGather g = it->second;
+    gathers_.erase(it);
+    TensorView* bias = linear->bias();
+    emitAllgatherLinear(
+        ring(g.team),
+        g.in,
+        operand(linear->in()),
+        g.axis,
+        operand(linear->out()),
+        g.out_axis,
+        extentInScope(linear->in(), g.axis),
+        operand(linear->weight()),
+        bias == nullptr ? nullptr : operand(bias));
+    return true;
+  }
+
+  // The partial sums of a linear without bias whose only use is their
+  // reduce-scatter or allreduce are computed by that reduction's ring.
+  bool deferPartialSumsToRing(const TensorOp* op) {
+    const auto* linear = dynamic_cast<const LinearOp*>(op);
+    if (linear == nullptr || linear->bias() != nullptr) {
+      return false;
+    }
+    const TensorOp* sum = onlyUse(linear->out());
+    if (sum == nullptr || !isDeviceSum(sum) ||
+        reduceKind(sum) != ReduceKind::kSum || !sameSegment(op, sum)) {
+      return false;
+    }
+    const TensorView* in = linear->in();
+    const TensorView* out = sum->out();
+    const Resharding r = chooseResharding(sum);
+    std::optional<std::vector<int64_t>> team = ringTeam(r, linear->out(), out);
+    const auto rank = static_cast<int64_t>(in->logicalNoReductions().size());
+    if (!team || rank < 2 ||
+        rank != static_cast<int64_t>(out->logicalNoReductions().size())) {
+      return false;
+    }
+    // The tokens the ring cuts: the scattered axis, or the outermost one.
+    // Input and output share their axes but the last.
+    int64_t axis = 0;
+    if (r.type == CommunicationType::ReduceScatter) {
+      axis = r.axis;
+    } else if (r.type != CommunicationType::Allreduce) {
+      return false;
+    }
+    if (axis < 0 || axis + 1 >= rank) {
+      return false;
+    }
+    partials_.emplace(
+        linear->out(),
+        DeferredPartials{
+            operand(linear->in()), operand(linear->weight()), axis});
+    return true;
+  }
+
+  // The ring of a reduction whose partial sums were deferred.
+  bool lowerReductionRing(const TensorOp* op) {
+    if (!isDeviceSum(op)) {
+      return false;
+    }
+    auto it = partials_.find(op->tensorInputs().front());
+    if (it == partials_.end()) {
+      return false;
+    }
+    const DeferredPartials p = it->second;
+    partials_.erase(it);
+    TensorView* consumer = op->out();
+    const Resharding r = chooseResharding(op);
+    const std::vector<int64_t> team =
+        *ringTeam(r, op->tensorInputs().front(), consumer);
+    TensorView* out = operand(consumer);
+    Scalar* extent = extentInScope(consumer, p.axis);
+    if (r.type == CommunicationType::Allreduce) {
+      emitLinearAllreduce(
+          ring(team), p.in, p.axis, p.weight, out, p.axis, extent);
+      return true;
+    }
+    // The partial sums arrive in a buffer of one part's shape.
+    auto* receive = hic_.create<TensorView>(
+        consumer->logical(),
+        consumer->dtype(),
+        consumer->contiguity(),
+        MemoryType::Global);
+    receive->setDomains(
+        consumer->root(), consumer->logical(), consumer->loop());
+    receive->setDeviceMesh(*consumer->deviceMesh());
+    emitLinearReduceScatter(
+        ring(team), p.in, p.axis, p.weight, out, receive, extent);
+    return true;
+  }
+
+  // ------------------------------------------------------------ collectives
 
   void lowerResharding(const TensorOp* op) {
     TensorView* producer = op->tensorInputs().front();
@@ -392,8 +605,28 @@ class Lowerer {
     }
   }
 
+  // An allgather deferred to the linear that consumes it: this device's
+  // part, the team, the gathered axis and the linear output's axis it
+  // becomes.
+  struct DeferredGather {
+    TensorView* in;
+    std::vector<int64_t> team;
+    int64_t axis;
+    int64_t out_axis;
+  };
+  // A linear deferred to the reduction of its partial sums: its operands and
+  // the axis the ring cuts.
+  struct DeferredPartials {
+    TensorView* in;
+    TensorView* weight;
+    int64_t axis;
+  };
+
   HostIrContainer& hic_;
   const LoweringOptions& options_;
+  std::unordered_map<const TensorOp*, size_t> segment_of_;
+  std::unordered_map<const TensorView*, DeferredGather> gathers_;
+  std::unordered_map<const TensorView*, DeferredPartials> partials_;
   Scope* scope_ = nullptr;
   StreamLoop* loop_ = nullptr;
   const TensorOp* op_ = nullptr;
@@ -406,24 +639,39 @@ std::unique_ptr<HostIrContainer> lowerToHostIr(
   Fusion& f = *fusion;
   auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
   const std::vector<TensorOp*> exprs = f.exprs();
-  Lowerer lowerer(*hic, options);
 
+  // Segments [begin, end) of `exprs`: a run of operations split on the same
+  // stream axis becomes one Stream loop, any other operation stands alone at
+  // the top level. `segment_of` tells the scope each operation goes to.
+  std::vector<std::pair<size_t, size_t>> segments;
+  std::unordered_map<const TensorOp*, size_t> segment_of;
+  constexpr size_t kTopLevel = std::numeric_limits<size_t>::max();
   for (size_t i = 0; i < exprs.size();) {
     Scalar* parts = streamParts(exprs[i]);
-    if (parts == nullptr) {
-      lowerer.lowerOp(hic->topLevel(), exprs[i], nullptr);
-      ++i;
-      continue;
-    }
     size_t end = i + 1;
-    while (end < exprs.size()) {
+    while (parts != nullptr && end < exprs.size()) {
       Scalar* next = streamParts(exprs[end]);
       if (next == nullptr || !sameExtent(next, parts)) {
         break;
       }
       ++end;
     }
-    std::vector<TensorOp*> segment(exprs.begin() + i, exprs.begin() + end);
+    for (size_t j = i; j < end; ++j) {
+      segment_of.emplace(
+          exprs[j], parts == nullptr ? kTopLevel : segments.size());
+    }
+    segments.emplace_back(i, end);
+    i = end;
+  }
+
+  Lowerer lowerer(*hic, options, std::move(segment_of));
+  for (const auto& [begin, end] : segments) {
+    Scalar* parts = streamParts(exprs[begin]);
+    if (parts == nullptr) {
+      lowerer.lowerOp(hic->topLevel(), exprs[begin], nullptr);
+      continue;
+    }
+    std::vector<TensorOp*> segment(exprs.begin() + begin, exprs.begin() + end);
     StreamLoop loop(*hic, f, parts, segment);
     for (TensorOp* op : segment) {
       lowerer.lowerOp(loop.body(), op, &loop);
@@ -431,7 +679,6 @@ std::unique_ptr<HostIrContainer> lowerToHostIr(
     if (!loop.body().exprs().empty()) {
       hic->topLevel().pushBack(loop.loop());
     }
-    i = end;
   }
   return hic;
 }

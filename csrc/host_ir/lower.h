@@ -16,6 +16,14 @@ struct LoweringOptions {
   // here (those whose output's mesh holds it), the team of each collective
   // and the part a device takes of a replicated tensor.
   int64_t device = 0;
+  // Lower matmul–collective pairs into rings of CollectivePermutes
+  // (ring_decomposition.h) rather than a collective beside the GEMM:
+  //  - an allgather whose only use is the input of a linear (sequence
+  //    parallelism feeding a column-parallel linear),
+  //  - the partial sums of a linear without bias (a row-parallel linear)
+  //    whose only use is their reduce-scatter or allreduce.
+  // Other collectives, and teams of one device, are lowered as usual.
+  bool ring_decomposition = false;
 };
 
 // Lowers a fusion that went through runFusionPasses into the host program
@@ -28,7 +36,8 @@ struct LoweringOptions {
 //    tensor, a ShardByDevice view and a copy); the others stay compute
 //    operations;
 //  - operations on meshes without this device, and communications it takes
-//    no part in, are left out.
+//    no part in, are left out;
+//  - with `ring_decomposition`, the pairs listed there become rings.
 // The program has no allocations and no stream handling yet: the host passes
 // add them.
 std::unique_ptr<HostIrContainer> lowerToHostIr(

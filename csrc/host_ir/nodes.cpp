@@ -6,16 +6,20 @@
 
 namespace mdfuser::hir {
 
-Stream::Stream(IrContainer* container, Scalar* index)
-    : Val(container), index_(index) {}
+Stream::Stream(IrContainer* container, Scalar* index, Kind kind)
+    : Val(container), index_(index), kind_(kind) {
+  MDF_CHECK(
+      kind == Kind::kCompute || index != nullptr,
+      "a communication stream has an index");
+}
 
 std::string Stream::toString() const {
-  return "Stream " +
+  return (isCommunication() ? "CommunicationStream " : "Stream ") +
          (index_ == nullptr ? std::to_string(name()) : index_->toString());
 }
 
 Statement* Stream::cloneInto(IrCloner& cloner) const {
-  return cloner.target()->create<Stream>(cloner.clone(index_));
+  return cloner.target()->create<Stream>(cloner.clone(index_), kind_);
 }
 
 Statement* HostExpr::cloneInto(IrCloner&) const {
@@ -139,6 +143,28 @@ std::string ShardByDevice::toString() const {
   return out()->toString() + " = ShardByDevice(" + in()->toString() + ", " +
          std::string(parallelTypeName(parallel_type_)) +
          ", axis = " + std::to_string(axis()) + ")";
+}
+
+RingChunk::RingChunk(
+    IrContainer* container,
+    TensorView* out,
+    TensorView* in,
+    int64_t axis,
+    Scalar* index,
+    int64_t parts,
+    Scalar* start,
+    Scalar* length)
+    : ShardView(container, out, {in, index}, axis, start, length),
+      index_(index),
+      parts_(parts) {
+  MDF_CHECK(parts > 0, "a ring cuts a tensor into parts, got ", parts);
+}
+
+std::string RingChunk::toString() const {
+  return out()->toString() + " = RingChunk(" + in()->toString() +
+         ", axis = " + std::to_string(axis()) +
+         ", index = " + index_->toString() +
+         ", parts = " + std::to_string(parts_) + ")";
 }
 
 View::View(IrContainer* container, TensorOp* op)
@@ -278,6 +304,14 @@ Communication::Communication(
   }
   if (spec_.receivers.empty()) {
     spec_.receivers = spec_.team;
+  }
+  if (spec_.type == CommunicationType::CollectivePermute) {
+    MDF_CHECK(
+        in != nullptr && out != nullptr && in != out,
+        "a CollectivePermute sends one buffer and receives into another");
+    MDF_CHECK(
+        spec_.senders == spec_.team && spec_.receivers == spec_.team,
+        "every member of a CollectivePermute's team sends and receives");
   }
 }
 

@@ -40,24 +40,38 @@ class Scope {
 };
 
 // A stream value. Without an index, a stream captured at run time; with an
-// index, the worker stream of that loop iteration.
+// index, the worker stream of that loop iteration, or (kCommunication) the
+// communication stream of that index, on which AssignCommunicationStreams
+// issues the point-to-point moves of rings beside the computation.
 class Stream : public Val {
  public:
-  explicit Stream(IrContainer* container, Scalar* index = nullptr);
+  enum class Kind { kCompute, kCommunication };
+
+  explicit Stream(
+      IrContainer* container,
+      Scalar* index = nullptr,
+      Kind kind = Kind::kCompute);
 
   Scalar* index() const {
     return index_;
   }
+  bool isCommunication() const {
+    return kind_ == Kind::kCommunication;
+  }
 
   std::string_view counterKey() const override {
+    if (isCommunication()) {
+      return "CommunicationStream";
+    }
     return index_ == nullptr ? "Stream" : "WorkerStream";
   }
-  // "Stream 0" or "Stream i3".
+  // "Stream 0", "Stream i3" or "CommunicationStream i3".
   std::string toString() const override;
   Statement* cloneInto(IrCloner& cloner) const override;
 
  private:
   Scalar* index_;
+  Kind kind_;
 };
 
 // Base of host statements, which are never cloned.
@@ -231,6 +245,40 @@ class ShardByDevice : public ShardView {
   ParallelType parallel_type_;
 };
 
+// Part `index` of the `parts` parts of `in` along `axis`: the chunk a step
+// of a ring decomposition works on, its index depending on the step and on
+// the device. Parts are ceilDiv(extent, parts) long, trailing ones short or
+// empty; `start` and `length` say so for the evaluator.
+class RingChunk : public ShardView {
+ public:
+  RingChunk(
+      IrContainer* container,
+      TensorView* out,
+      TensorView* in,
+      int64_t axis,
+      Scalar* index,
+      int64_t parts,
+      Scalar* start,
+      Scalar* length);
+
+  Scalar* index() const {
+    return index_;
+  }
+  int64_t parts() const {
+    return parts_;
+  }
+
+  std::string_view opName() const override {
+    return "RingChunk";
+  }
+  // "T9 = RingChunk(T8, axis = 0, index = (2 - i4) % 2, parts = 2)"
+  std::string toString() const override;
+
+ private:
+  Scalar* index_;
+  int64_t parts_;
+};
+
 // out = a layout operation's result (permute, slice, squeeze, broadcast,
 // reshape) as a view of its input's buffer: no copy, no buffer of its own.
 // The AliasLayoutOps pass turns eligible layout operations into views.
@@ -337,7 +385,9 @@ struct CommunicationSpec {
 
 // Posts a collective on the current stream. A rank that only sends has no
 // output buffer, one that only receives no input buffer: the missing one is
-// nullptr.
+// nullptr. A CollectivePermute (the step of a ring) has both: each team
+// member sends `in` to the next member and receives the previous member's
+// into `out`; until its Wait nothing may write `in` or touch `out`.
 class Communication : public HostExpr {
  public:
   Communication(

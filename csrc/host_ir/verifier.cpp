@@ -66,6 +66,10 @@ class Verifier {
 
   void checkStream(
       const Stream* stream, const State& state, const Expr* where) {
+    if (stream->isCommunication()) {
+      checkScalar(stream->index(), state, where);
+      return;
+    }
     if (stream->index() != nullptr) {
       MDF_CHECK(
           state.symbols.count(stream->index()) != 0,
@@ -108,6 +112,34 @@ class Verifier {
           " may still use it");
     }
     state.tensors.erase(tv);
+  }
+
+  // A pending CollectivePermute still reads its input and writes its
+  // output: `expr` may read the input, nothing else.
+  static void checkPendingPermutes(const Expr* expr, const State& state) {
+    for (const Communication* c : state.pending) {
+      if (c->type() != CommunicationType::CollectivePermute) {
+        continue;
+      }
+      for (const Val* v : expr->outputs()) {
+        MDF_CHECK(
+            v != c->in() && v != c->out(),
+            v->toString(),
+            " is written while Communication ",
+            c->name(),
+            " (a CollectivePermute) sends or receives it, in:\n",
+            expr->toString());
+      }
+      for (const Val* v : expr->inputs()) {
+        MDF_CHECK(
+            v != c->out(),
+            v->toString(),
+            " is read while Communication ",
+            c->name(),
+            " (a CollectivePermute) receives into it, in:\n",
+            expr->toString());
+      }
+    }
   }
 
   void verifyScope(const Scope& scope, State& state) {
@@ -162,6 +194,7 @@ class Verifier {
         continue;
       }
       if (const auto* comm = dynamic_cast<const Communication*>(expr)) {
+        checkPendingPermutes(expr, state);
         for (const TensorView* tv : {comm->in(), comm->out()}) {
           if (tv != nullptr) {
             checkTensor(tv, state, expr);
@@ -179,6 +212,7 @@ class Verifier {
       }
       const auto* op = dynamic_cast<const TensorOp*>(expr);
       MDF_CHECK(op != nullptr, "unknown host statement: ", expr->toString());
+      checkPendingPermutes(expr, state);
       for (const TensorView* in : op->tensorInputs()) {
         checkTensor(in, state, expr);
       }

@@ -228,6 +228,13 @@ Scalar* ceilDiv(Scalar* lhs, Scalar* rhs) {
   return binary(ScalarOpType::CeilDiv, lhs, rhs);
 }
 
+Scalar* mod(Scalar* lhs, Scalar* rhs) {
+  if (isConstValue(rhs, 1)) {
+    return constant(lhs->container(), 0);
+  }
+  return binary(ScalarOpType::Mod, lhs, rhs);
+}
+
 Scalar* min(Scalar* lhs, Scalar* rhs) {
   if (lhs == rhs) {
     return lhs;

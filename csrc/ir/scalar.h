@@ -87,6 +87,7 @@ Scalar* sub(Scalar* lhs, Scalar* rhs);
 Scalar* mul(Scalar* lhs, Scalar* rhs);
 Scalar* div(Scalar* lhs, Scalar* rhs);
 Scalar* ceilDiv(Scalar* lhs, Scalar* rhs);
+Scalar* mod(Scalar* lhs, Scalar* rhs);
 Scalar* min(Scalar* lhs, Scalar* rhs);
 Scalar* max(Scalar* lhs, Scalar* rhs);
 

@@ -237,6 +237,8 @@ std::string_view communicationTypeName(CommunicationType type) {
       return "SendRecv";
     case CommunicationType::AllToAll:
       return "AllToAll";
+    case CommunicationType::CollectivePermute:
+      return "CollectivePermute";
   }
   MDF_UNREACHABLE("unknown CommunicationType ", static_cast<int>(type));
 }

@@ -12,7 +12,9 @@
 
 namespace mdfuser {
 
-// The collectives a resharding can become.
+// The collectives a resharding can become, and CollectivePermute, the
+// point-to-point step of the ring decompositions (lowering emits it, never
+// chooseResharding).
 enum class CommunicationType {
   Allreduce,
   ReduceScatter,
@@ -23,6 +25,7 @@ enum class CommunicationType {
   Reduce,
   SendRecv,
   AllToAll,
+  CollectivePermute,
 };
 
 std::string_view communicationTypeName(CommunicationType type);

@@ -585,6 +585,44 @@ Works postSendRecv(Posting& p) {
   return {};
 }
 
+// Point to point, both directions posted together. NCCL runs them as one
+// group, so that no member's send waits for a receive queued behind it;
+// Gloo's send does not wait for the receiver.
+Works postCollectivePermute(Posting& p) {
+  const CollectiveRequest& r = p.request;
+  p.expectWholeTeam();
+  MDF_CHECK(
+      r.in.dtype() == r.out.dtype(),
+      p.where(),
+      "in is ",
+      r.in.dtype(),
+      " but out is ",
+      r.out.dtype());
+  if (p.alone()) {
+    MDF_CHECK(
+        r.in.sizes() == r.out.sizes(),
+        p.where(),
+        "a team of one receives its own in, of shape ",
+        r.in.sizes(),
+        ", into out of shape ",
+        r.out.sizes());
+    return p.local();
+  }
+  constexpr int kTag = 1;
+  const int next = static_cast<int>((p.me + 1) % p.size);
+  const int previous = static_cast<int>((p.me + p.size - 1) % p.size);
+  std::vector<at::Tensor> send = {p.input(r.in)};
+  std::vector<at::Tensor> recv = {p.output(r.out)};
+  if (p.backend.getBackendName() == "nccl") {
+    p.backend.startCoalescing();
+    p.backend.send(send, next, kTag);
+    p.backend.recv(recv, previous, kTag);
+    return {p.backend.endCoalescing()};
+  }
+  return {
+      p.backend.send(send, next, kTag), p.backend.recv(recv, previous, kTag)};
+}
+
 Works post(Posting& p) {
   switch (p.request.type) {
     case CommunicationType::Allreduce:
@@ -605,6 +643,8 @@ Works post(Posting& p) {
       return postReduce(p);
     case CommunicationType::SendRecv:
       return postSendRecv(p);
+    case CommunicationType::CollectivePermute:
+      return postCollectivePermute(p);
   }
   MDF_UNREACHABLE(
       "unknown CommunicationType ", static_cast<int>(p.request.type));

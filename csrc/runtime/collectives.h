@@ -46,6 +46,12 @@ namespace mdfuser {
 //                  in of every sender in order
 //   Reduce         one receiver (the root); out = sum of every sender's in
 //   SendRecv       one sender and one receiver (different ranks); out = in
+//   CollectivePermute
+//                  senders == receivers == team; each member sends its in to
+//                  the next member (team order, the last to the first) and
+//                  receives the previous member's in into its out. in and out
+//                  may differ in shape (the ring's chunks of an uneven axis):
+//                  out has the shape of the previous member's in
 //
 // The root of a rooted collective may or may not also be a receiver
 // (Broadcast, Scatter) or a sender (Gather, Reduce). "sum" is `op`: SUM,
@@ -58,7 +64,7 @@ struct CollectiveRequest {
   int64_t rank = 0;
   c10d::ReduceOp::RedOpType op = c10d::ReduceOp::SUM;
   // The local axis split into parts (see above); unused by Allreduce,
-  // Broadcast, Reduce and SendRecv.
+  // Broadcast, Reduce, SendRecv and CollectivePermute.
   int64_t axis = 0;
   // AllToAll only: the axis that is whole in `in` and split in `out`.
   int64_t out_axis = 0;

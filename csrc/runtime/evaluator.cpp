@@ -88,6 +88,9 @@ class Interpreter {
   }
 
   c10::Stream stream(const hir::Stream* s) {
+    if (s->isCommunication()) {
+      return streams_.communication(scalar(s->index()));
+    }
     if (s->index() != nullptr) {
       return streams_.worker(scalar(s->index()));
     }

@@ -29,6 +29,7 @@ std::vector<int64_t> signatureOf(
   key.push_back(options.inplace_allreduce ? 1 : 0);
   key.push_back(options.compute_on_main_stream ? 1 : 0);
   key.push_back(options.alias_layout_ops ? 1 : 0);
+  key.push_back(options.ring_decomposition ? 1 : 0);
   key.push_back(
       options.backend.has_value() ? static_cast<int64_t>(*options.backend)
                                   : -1);
@@ -132,6 +133,7 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
       "backend ",
       hir::backendName(lowering.backend));
   lowering.device = communicator.rank();
+  lowering.ring_decomposition = options.ring_decomposition;
   auto program = std::make_unique<Program>();
   program->hic = hir::lowerToHostIr(std::move(fusion), lowering);
   hir::runHostPasses(

@@ -13,6 +13,7 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/cat.h>
@@ -50,6 +51,7 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/where.h>
+#include <c10/util/accumulate.h>
 
 #include "ir/errors.h"
 #include "ir/ops.h"
@@ -260,7 +262,21 @@ void linearKernel(KernelCall& call) {
   shape.push_back(weight.size(0));
   at::Tensor out = viewAs(out0(call), shape);
   at::Tensor written = contiguousOut(out);
-  at::linear_out(written, in, weight, bias);
+  if (bias.has_value() && bias->dim() > 1) {
+    // A bias of the output's shape is the C operand of an addmm (beta = 1):
+    // ring decompositions add a received partial sum this way, in place
+    // when it is the output itself.
+    const int64_t m = c10::multiply_integers(shape.begin(), shape.end() - 1);
+    const int64_t n = weight.size(0);
+    at::Tensor result = written.view({m, n});
+    at::addmm_out(
+        result,
+        bias->reshape({m, n}),
+        in.reshape({m, in.size(-1)}),
+        weight.t());
+  } else {
+    at::linear_out(written, in, weight, bias);
+  }
   finish(written, out);
 }
 

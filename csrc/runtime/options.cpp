@@ -112,7 +112,8 @@ const std::vector<std::string>& ExecuteOptions::ignoredDisableOptions() {
 ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {
-  std::vector<std::string> known_enable = {"compute_on_main_stream"};
+  std::vector<std::string> known_enable = {
+      "compute_on_main_stream", "ring_decomposition"};
   std::vector<std::string> known_disable = {
       "inplace_allreduce", "alias_layout_ops"};
   const auto& ignored_enable = ignoredEnableOptions();
@@ -145,6 +146,9 @@ ExecuteOptions ExecuteOptions::parse(
   for (const std::string& name : enable) {
     if (name == "compute_on_main_stream") {
       options.compute_on_main_stream = true;
+    }
+    if (name == "ring_decomposition") {
+      options.ring_decomposition = true;
     }
   }
   for (const std::string& name : disable) {

@@ -36,6 +36,9 @@ struct ExecuteOptions {
   // Layout operations are views of their input (AliasLayoutOps); disabled by
   // "alias_layout_ops", which makes each a copy.
   bool alias_layout_ops = true;
+  // Matmul–collective pairs as rings of point-to-point moves
+  // (LoweringOptions::ring_decomposition); "ring_decomposition".
+  bool ring_decomposition = false;
   // The library carrying communications; unset: NCCL for CUDA tensors, Gloo
   // for CPU tensors.
   std::optional<hir::CommunicatorBackend> backend;

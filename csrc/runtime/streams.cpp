@@ -36,6 +36,17 @@ c10::Stream StreamSet::worker(int64_t index) {
   return workers_[index];
 }
 
+c10::Stream StreamSet::communication(int64_t index) {
+  MDF_CHECK(index >= 0, "negative communication stream index ", index);
+  if (!impl_) {
+    return current();
+  }
+  while (static_cast<int64_t>(communication_.size()) <= index) {
+    communication_.push_back(impl_->getStreamFromGlobalPool(device_));
+  }
+  return communication_[index];
+}
+
 void StreamSet::recordUse(const c10::DataPtr& data) {
   if (impl_) {
     impl_->recordDataPtrOnStream(data, current());

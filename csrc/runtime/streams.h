@@ -25,6 +25,9 @@ class StreamSet {
   // The worker stream of loop iteration `index`; the same stream for the
   // same index, run after run.
   c10::Stream worker(int64_t index);
+  // The communication stream of `index`, from a pool of its own: rings
+  // issue their point-to-point moves there, beside the workers' GEMMs.
+  c10::Stream communication(int64_t index);
   // Makes the current stream wait for the work queued so far on `stream`.
   void waitFor(c10::Stream stream);
   // Keeps the caching allocator from reusing `data` before the work queued
@@ -36,6 +39,7 @@ class StreamSet {
   std::optional<c10::impl::VirtualGuardImpl> impl_;
   std::optional<c10::Event> event_;
   std::vector<c10::Stream> workers_;
+  std::vector<c10::Stream> communication_;
 };
 
 // Makes the stream current at construction current again at destruction,

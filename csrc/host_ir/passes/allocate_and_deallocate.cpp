@@ -104,8 +104,12 @@ class Allocator {
   }
 
   // Whether each iteration of a loop can start with a fresh buffer: the
-  // first use overwrites the tensor itself, not through a view.
+  // first use overwrites the tensor itself, not through a view, or cuts it
+  // into the parts of a ring, which writes every part before reading it.
   bool startsWithFullWrite(TensorView* tv, const Leaf& first) const {
+    if (dynamic_cast<const RingChunk*>(first.expr) != nullptr) {
+      return true;
+    }
     if (asView(first.expr).has_value()) {
       return false;
     }

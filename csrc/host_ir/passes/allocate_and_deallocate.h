@@ -12,7 +12,9 @@ namespace mdfuser::hir {
 // it; a Wait uses the buffers of its Communication. The Allocate goes right
 // before the first use, the Deallocate right after the last one, both in the
 // innermost scope that holds every use. A tensor stays in a loop body only
-// when each iteration begins by overwriting it whole; otherwise (it is read
+// when each iteration begins by overwriting it whole (or by cutting it into
+// RingChunks: a ring decomposition writes each part before reading it);
+// otherwise (it is read
 // or written through a view first, or it is a program output) it is
 // allocated at the top level. Inside a Stream loop, a tensor split on the
 // stream axis gets the shape of one chunk.

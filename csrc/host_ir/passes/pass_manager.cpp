@@ -3,7 +3,9 @@
 
 #include "host_ir/passes/alias_layout_ops.h"
 #include "host_ir/passes/allocate_and_deallocate.h"
+#include "host_ir/passes/assign_communication_streams.h"
 #include "host_ir/passes/inplace_allreduce.h"
+#include "host_ir/passes/order_communication_streams.h"
 #include "host_ir/verifier.h"
 
 namespace mdfuser::hir {
@@ -40,6 +42,8 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
            [schedule = options.stream_schedule](HostIrContainer& h) {
              assignStreams(h, schedule);
            }})
+      .add({"AssignCommunicationStreams", assignCommunicationStreams})
+      .add({"OrderCommunicationStreams", orderCommunicationStreams})
       .run(hic);
 }
 

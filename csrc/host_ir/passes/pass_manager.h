@@ -58,6 +58,12 @@ class HostPassManager {
 //   AllocateAndDeallocate
 //   AssignStreams         after allocation, so that buffers allocated in a
 //                         Stream loop body are allocated on its worker stream
+//   AssignCommunicationStreams
+//                         after AssignStreams, so that the compute stream a
+//                         ring's moves come back to is the loop's worker
+//   OrderCommunicationStreams
+//                         after AssignCommunicationStreams, whose streams it
+//                         orders
 void runHostPasses(HostIrContainer& hic, const HostPassOptions& options = {});
 
 } // namespace mdfuser::hir

@@ -33,6 +33,9 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
     } else if (const auto* v = dynamic_cast<const ShardByStream*>(e)) {
       s += t(v->out()) + " = ShardByStream(" + t(v->in()) + ", " +
            v->index()->toString() + ")";
+    } else if (const auto* r = dynamic_cast<const RingChunk*>(e)) {
+      s += t(r->out()) + " = RingChunk(" + t(r->in()) + ", " +
+           r->index()->toString() + ")";
     } else if (const auto* alias = dynamic_cast<const View*>(e)) {
       s += "View(" + std::string(alias->op()->opName()) + ") " +
            t(alias->out()) + " of " + t(alias->in());

@@ -18,6 +18,15 @@ inline hir::CommunicationSpec allreduce(std::vector<int64_t> team) {
   return spec;
 }
 
+// A ring step over `team`: each member sends to the next, receives from the
+// previous.
+inline hir::CommunicationSpec collectivePermute(std::vector<int64_t> team) {
+  hir::CommunicationSpec spec;
+  spec.type = CommunicationType::CollectivePermute;
+  spec.team = std::move(team);
+  return spec;
+}
+
 // Builds a program over float tensors of static shapes: inputs come from
 // input(), other tensors from tensor(), statements from the container.
 class ProgramBuilder {

@@ -38,6 +38,10 @@ class VerifierTest : public ::testing::Test {
     return hic_->create<Communication>(
         test::allreduce({0, 1}), in, out, CommunicatorBackend::kNccl);
   }
+  Communication* permute(TensorView* in, TensorView* out) {
+    return hic_->create<Communication>(
+        test::collectivePermute({0, 1}), in, out, CommunicatorBackend::kGloo);
+  }
 
   TensorView* in_;
   TensorView* tmp_;
@@ -111,6 +115,43 @@ TEST_F(VerifierTest, InputExtentsAndLoopIndicesAreFine) {
   loop->body().pushBack(hic_->create<Deallocate>(tmp_));
   top().pushBack(loop);
   verify(*hic_, {.buffers_allocated = true});
+}
+
+TEST_F(VerifierTest, PermuteInputMayBeReadBeforeItsWait) {
+  Communication* c = permute(in_, tmp_);
+  top().pushBack(c);
+  top().pushBack(hic_->create<LoadStoreOp>(out_, in_));
+  top().pushBack(hic_->create<Wait>(c));
+  verify(*hic_);
+  EXPECT_EQ(
+      c->toString(),
+      "Communication 0 (type=CollectivePermute, team=(0 1), input=" +
+          in_->toString() + ", output=" + tmp_->toString() + ", backend=Gloo)");
+}
+
+TEST_F(VerifierTest, PermuteOutputIsNotReadBeforeItsWait) {
+  Communication* c = permute(in_, tmp_);
+  top().pushBack(c);
+  top().pushBack(hic_->create<LoadStoreOp>(out_, tmp_));
+  top().pushBack(hic_->create<Wait>(c));
+  EXPECT_INTERNAL_ERROR(verify(*hic_), "is read while Communication 0");
+}
+
+TEST_F(VerifierTest, PermuteBuffersAreNotWrittenBeforeItsWait) {
+  for (bool write_input : {false, true}) {
+    SCOPED_TRACE(write_input ? "input" : "output");
+    hic_->topLevel().setExprs({});
+    Communication* c = permute(tmp_, out_);
+    top().pushBack(c);
+    top().pushBack(hic_->create<LoadStoreOp>(write_input ? tmp_ : out_, in_));
+    top().pushBack(hic_->create<Wait>(c));
+    EXPECT_INTERNAL_ERROR(verify(*hic_), "is written while Communication");
+  }
+}
+
+TEST_F(VerifierTest, PermuteSendsAndReceivesDifferentBuffers) {
+  EXPECT_INTERNAL_ERROR(permute(tmp_, tmp_), "receives into another");
+  EXPECT_INTERNAL_ERROR(permute(nullptr, tmp_), "receives into another");
 }
 
 } // namespace

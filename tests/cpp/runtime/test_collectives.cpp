@@ -479,6 +479,31 @@ TEST(Collectives, SendRecvCopiesBetweenTwoRanks) {
   }
 }
 
+// Each member's input lands on the next member of the team, in team order,
+// the last member's on the first. Inputs differ in length from member to
+// member, as the chunks of an uneven axis do in a ring.
+TEST(Collectives, CollectivePermuteShiftsToTheNextMember) {
+  for (const std::vector<int64_t>& team : {worldTeam(), rotatedTeam()}) {
+    const auto n = static_cast<int64_t>(team.size());
+    const int64_t me =
+        std::find(team.begin(), team.end(), world->rank()) - team.begin();
+    const int64_t previous = team[(me + n - 1) % n];
+    auto rows = [](int64_t rank) { return rank % 2 + 1; };
+    for (bool narrow : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "narrow " << narrow);
+      CollectiveRequest r =
+          request(CommunicationType::CollectivePermute, team, team, team);
+      Buffer in = input(data(world->rank(), {rows(world->rank()), 4}), narrow);
+      Buffer out = output({rows(previous), 4}, narrow, at::kFloat);
+      r.in = in.view;
+      r.out = out.view;
+      run(r);
+      EXPECT_TRUE(holds(out, data(previous, {rows(previous), 4})));
+      EXPECT_TRUE(holds(in, data(world->rank(), {rows(world->rank()), 4})));
+    }
+  }
+}
+
 // A team that is a part of the world: the others post nothing.
 TEST(Collectives, AllreduceOverASubteam) {
   const std::vector<int64_t> team = {0, world->size() - 1};
@@ -498,7 +523,8 @@ TEST(Collectives, AllreduceOverASubteam) {
 TEST(Collectives, ATeamOfOneCopiesLocally) {
   const std::vector<int64_t> team = {world->rank()};
   c10d::Backend& gloo = world->backend(team, hir::CommunicatorBackend::kGloo);
-  // Every type but SendRecv, which needs two ranks.
+  // Every type but SendRecv, which needs two ranks; a CollectivePermute
+  // sends to itself.
   for (CommunicationType type :
        {CommunicationType::Allreduce,
         CommunicationType::ReduceScatter,
@@ -507,7 +533,8 @@ TEST(Collectives, ATeamOfOneCopiesLocally) {
         CommunicationType::Broadcast,
         CommunicationType::Scatter,
         CommunicationType::Gather,
-        CommunicationType::Reduce}) {
+        CommunicationType::Reduce,
+        CommunicationType::CollectivePermute}) {
     SCOPED_TRACE(::testing::Message() << type);
     CollectiveRequest r = request(type, team, team, team);
     r.axis = 1;

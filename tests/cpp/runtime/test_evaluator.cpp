@@ -7,8 +7,10 @@
 
 #include <ATen/ATen.h>
 
+#include "common/program_builder.h"
 #include "common/row_parallel.h"
 #include "runtime/communicator.h"
+#include "runtime/evaluator.h"
 #include "runtime/executor_cache.h"
 
 namespace mdfuser {
@@ -95,6 +97,42 @@ TEST_F(EvaluatorTest, LinearWithBiasAndSet) {
   EXPECT_TRUE(at::equal(out[0], expected));
   EXPECT_TRUE(at::equal(out[1], expected));
   EXPECT_NE(out[0].data_ptr(), out[1].data_ptr()) << "set makes a copy";
+}
+
+// The step of a reduce-scatter ring: a linear whose bias has the output's
+// shape adds it as an addmm's C operand, also in place, also for inputs
+// with batch axes.
+TEST_F(EvaluatorTest, LinearAddsAnOutputShapedBiasInPlace) {
+  for (std::vector<int64_t> rows :
+       {std::vector<int64_t>{3},
+        std::vector<int64_t>{2, 3},
+        std::vector<int64_t>{0}}) {
+    SCOPED_TRACE(rows.size() == 1 ? rows[0] : -1);
+    std::vector<int64_t> in_shape = rows;
+    in_shape.push_back(4);
+    std::vector<int64_t> out_shape = rows;
+    out_shape.push_back(2);
+    test::ProgramBuilder b;
+    TensorView* x = b.input(in_shape);
+    TensorView* w = b.input({2, 4});
+    TensorView* c = b.input(out_shape);
+    TensorView* out = b.tensor(out_shape);
+    b.output(out);
+    std::unique_ptr<hir::HostIrContainer> hic = b.build();
+    std::vector<Scalar*> shape;
+    for (int64_t extent : out_shape) {
+      shape.push_back(constant(hic->ir(), extent));
+    }
+    hic->topLevel().pushBack(hic->create<hir::Allocate>(out, shape));
+    hic->topLevel().pushBack(hic->create<LoadStoreOp>(out, c));
+    hic->topLevel().pushBack(hic->create<LinearOp>(out, x, w, out));
+    at::Tensor xt = integers(in_shape, 1);
+    at::Tensor wt = integers({2, 4}, 2);
+    at::Tensor ct = integers(out_shape, 3);
+    HostIrEvaluator evaluator(*hic, c10::Device(c10::kCPU), nullptr);
+    std::vector<at::Tensor> result = evaluator.run({xt, wt, ct}, {});
+    EXPECT_TRUE(at::equal(result[0], ct + at::matmul(xt, wt.t())));
+  }
 }
 
 TEST_F(EvaluatorTest, HostIrDumpIsPrintedOnRankZero) {

@@ -36,6 +36,12 @@ TEST(ExecuteOptions, ComputeCanStayOnTheMainStream) {
                   .compute_on_main_stream);
 }
 
+TEST(ExecuteOptions, RingDecompositionIsChosenByName) {
+  EXPECT_FALSE(ExecuteOptions::parse({}, {}).ring_decomposition);
+  EXPECT_TRUE(
+      ExecuteOptions::parse({"ring_decomposition"}, {}).ring_decomposition);
+}
+
 TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
   EXPECT_TRUE(ExecuteOptions::parse({}, {}).inplace_allreduce);
   EXPECT_FALSE(
@@ -51,7 +57,7 @@ TEST(ExecuteOptions, ReferenceNamesAreAcceptedAndUnknownNamesAreNot) {
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({"warp_specialize"}, {}),
       "unknown option 'warp_specialize' in _enable_options; valid options "
-      "are: compute_on_main_stream, host_ir_lowering");
+      "are: compute_on_main_stream, ring_decomposition, host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");

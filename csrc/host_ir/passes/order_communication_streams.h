@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "host_ir/host_ir_container.h"
+
+namespace mdfuser::hir {
+
+// Orders each communication that AssignCommunicationStreams issued on a
+// communication stream after the work of the compute stream it depends on,
+// by making the communication stream wait for the compute stream first:
+//
+//   SetCurrentStream(CommunicationStream i)
+//   Synchronize(Stream i)                     // inserted
+//   Communication 3 (CollectivePermute, input=T5, output=T6, ...)
+//   SetCurrentStream(Stream i)
+//
+// It does so when, since the communication stream last waited for it, the
+// compute stream
+//  - wrote or allocated the buffer the communication sends, which must be
+//    complete before it moves, or
+//  - read or wrote the buffer it receives into: whatever consumes the
+//    buffer's previous contents (the GEMM of the previous ring step) must
+//    be done before the receive overwrites them.
+// A view counts as the buffer it views (conservatively, any part of it),
+// and a loop body is scanned as if it ran twice, so that the previous
+// iteration's uses count. Waits are not uses: they order the compute stream
+// after the communication, not the other way. The compute stream is the one
+// the statement after the communication makes current again, as
+// AssignCommunicationStreams leaves it.
+void orderCommunicationStreams(HostIrContainer& hic);
+
+} // namespace mdfuser::hir

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+#include "host_ir/ring_decomposition.h"
+
+#include "ir/errors.h"
+#include "ir/ops.h"
+
+namespace mdfuser::hir {
+
+namespace {
+
+class RingBuilder {
+ public:
+  explicit RingBuilder(const Ring& ring)
+      : ring_(ring),
+        hic_(ring.hic),
+        d_(static_cast<int64_t>(ring.team.size())) {
+    MDF_CHECK(
+        d_ > 1 && ring.me >= 0 && ring.me < d_,
+        "a ring needs two devices or more, this one among them");
+  }
+
+  int64_t size() const {
+    return d_;
+  }
+
+  Scalar* constantOf(int64_t value) const {
+    return constant(hic_.ir(), value);
+  }
+
+  // The part this device works on at `step` (a loop index, or nullptr for
+  // step 0) of a ring that starts on part me + offset and moves one part
+  // down each step: (me + offset - step) mod d.
+  Scalar* part(int64_t offset, Scalar* step) const {
+    const int64_t first = ((ring_.me + offset) % d_ + d_) % d_;
+    if (step == nullptr) {
+      return constantOf(first);
+    }
+    // step <= d keeps the dividend non-negative.
+    return mod(sub(constantOf(first + d_), step), constantOf(d_));
+  }
+
+  // Part `index` of `tv` along `axis`, of extent `extent` there.
+  TensorView* chunk(
+      TensorView* tv, int64_t axis, Scalar* index, Scalar* extent) const {
+    Scalar* length = ceilDiv(extent, constantOf(d_));
+    Scalar* start = min(mul(index, length), extent);
+    auto* view = hic_.create<TensorView>(
+        tv->logical(), tv->dtype(), tv->contiguity(), MemoryType::Local);
+    view->setDomains(tv->root(), tv->logical(), tv->loop());
+    if (tv->hasDeviceMesh()) {
+      view->setDeviceMesh(*tv->deviceMesh());
+    }
+    ring_.scope.pushBack(hic_.create<RingChunk>(
+        view, tv, axis, index, d_, start, min(length, sub(extent, start))));
+    return view;
+  }
+
+  ForLoop* loop(int64_t start, int64_t stop) const {
+    return hic_.create<ForLoop>(
+        symbol(hic_.ir()),
+        constantOf(start),
+        constantOf(stop),
+        ParallelType::Serial);
+  }
+
+  // Posts `in` to the next device and receives the previous one's into
+  // `out`, in `scope`; returns the communication to wait for.
+  Communication* permute(Scope& scope, TensorView* in, TensorView* out) const {
+    CommunicationSpec spec;
+    spec.type = CommunicationType::CollectivePermute;
+    spec.team = ring_.team;
+    auto* c = hic_.create<Communication>(spec, in, out, ring_.backend);
+    scope.pushBack(c);
+    return c;
+  }
+
+  void linear(
+      Scope& scope,
+      TensorView* out,
+      TensorView* in,
+      TensorView* weight,
+      TensorView* bias) const {
+    scope.pushBack(hic_.create<LinearOp>(out, in, weight, bias));
+  }
+
+  // A builder whose statements go to `scope`.
+  RingBuilder in(Scope& scope) const {
+    return RingBuilder(
+        Ring{ring_.hic, scope, ring_.team, ring_.me, ring_.backend});
+  }
+
+  Scope& scope() const {
+    return ring_.scope;
+  }
+  HostIrContainer& hic() const {
+    return hic_;
+  }
+  int64_t me() const {
+    return ring_.me;
+  }
+
+ private:
+  Ring ring_;
+  HostIrContainer& hic_;
+  int64_t d_;
+};
+
+} // namespace
+
+void emitAllgatherLinear(
+    const Ring& ring,
+    TensorView* in,
+    TensorView* gathered,
+    int64_t axis,
+    TensorView* out,
+    int64_t out_axis,
+    Scalar* extent,
+    TensorView* weight,
+    TensorView* bias) {
+  RingBuilder b(ring);
+  const int64_t d = b.size();
+  HostIrContainer& hic = b.hic();
+  // This device's part goes where the gathered tensor holds it.
+  TensorView* own = b.chunk(gathered, axis, b.part(0, nullptr), extent);
+  b.scope().pushBack(hic.create<LoadStoreOp>(own, in));
+  // Steps 0 .. d - 2: move the part held on while the GEMM consumes it.
+  ForLoop* steps = b.loop(0, d - 1);
+  RingBuilder body = b.in(steps->body());
+  Scalar* held_index = body.part(0, steps->index());
+  TensorView* held = body.chunk(gathered, axis, held_index, extent);
+  TensorView* next =
+      body.chunk(gathered, axis, body.part(-1, steps->index()), extent);
+  Communication* c = body.permute(steps->body(), held, next);
+  TensorView* result = body.chunk(out, out_axis, held_index, extent);
+  body.linear(steps->body(), result, held, weight, bias);
+  steps->body().pushBack(hic.create<Wait>(c));
+  b.scope().pushBack(steps);
+  // Step d - 1: the last part received, from no one further.
+  Scalar* last_index = b.part(1, nullptr);
+  TensorView* last = b.chunk(gathered, axis, last_index, extent);
+  b.linear(
+      b.scope(),
+      b.chunk(out, out_axis, last_index, extent),
+      last,
+      weight,
+      bias);
+}
+
+void emitLinearReduceScatter(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    TensorView* receive,
+    Scalar* part_extent) {
+  RingBuilder b(ring);
+  const int64_t d = b.size();
+  HostIrContainer& hic = b.hic();
+  Scalar* extent = mul(b.constantOf(d), part_extent);
+  // Step 0: this device's partial sum of part me - 1, which the previous
+  // devices' partial sums join on the way round.
+  b.linear(
+      b.scope(),
+      out,
+      b.chunk(in, in_axis, b.part(-1, nullptr), extent),
+      weight,
+      nullptr);
+  // Steps 1 .. d - 1: pass the sum on, receive the previous device's, add
+  // this device's partial sum of that part in the GEMM.
+  ForLoop* steps = b.loop(1, d);
+  RingBuilder body = b.in(steps->body());
+  Communication* c = body.permute(steps->body(), out, receive);
+  steps->body().pushBack(hic.create<Wait>(c));
+  TensorView* part =
+      body.chunk(in, in_axis, body.part(-1, steps->index()), extent);
+  body.linear(steps->body(), out, part, weight, receive);
+  b.scope().pushBack(steps);
+}
+
+void emitLinearAllreduce(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    int64_t out_axis,
+    Scalar* extent) {
+  RingBuilder b(ring);
+  const int64_t d = b.size();
+  HostIrContainer& hic = b.hic();
+  // Reduce-scatter ring: each part's partial sum travels in out's part
+  // itself, received into it and accumulated in place.
+  Scalar* first = b.part(-1, nullptr);
+  b.linear(
+      b.scope(),
+      b.chunk(out, out_axis, first, extent),
+      b.chunk(in, in_axis, first, extent),
+      weight,
+      nullptr);
+  ForLoop* reduce = b.loop(1, d);
+  {
+    RingBuilder body = b.in(reduce->body());
+    Scalar* index = body.part(-1, reduce->index());
+    TensorView* sent =
+        body.chunk(out, out_axis, body.part(0, reduce->index()), extent);
+    TensorView* received = body.chunk(out, out_axis, index, extent);
+    Communication* c = body.permute(reduce->body(), sent, received);
+    reduce->body().pushBack(hic.create<Wait>(c));
+    body.linear(
+        reduce->body(),
+        received,
+        body.chunk(in, in_axis, index, extent),
+        weight,
+        received);
+  }
+  b.scope().pushBack(reduce);
+  // Allgather ring: part me is reduced; pass the reduced parts round.
+  ForLoop* gather = b.loop(0, d - 1);
+  {
+    RingBuilder body = b.in(gather->body());
+    TensorView* held =
+        body.chunk(out, out_axis, body.part(0, gather->index()), extent);
+    TensorView* next =
+        body.chunk(out, out_axis, body.part(-1, gather->index()), extent);
+    Communication* c = body.permute(gather->body(), held, next);
+    gather->body().pushBack(hic.create<Wait>(c));
+  }
+  b.scope().pushBack(gather);
+}
+
+} // namespace mdfuser::hir

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host_ir/host_ir_container.h"
+
+namespace mdfuser::hir {
+
+// The ring decompositions of a GEMM and the collective beside it, which
+// lowering emits in place of the collective when asked to
+// (LoweringOptions::ring_decomposition; doc/host_ir.md shows the programs).
+//
+// A ring runs over a team of d devices. Each step is a CollectivePermute
+// (every member sends to the next and receives from the previous) and a
+// GEMM on one of the d parts of the tokens, the part a step works on being
+// a RingChunk view whose index depends on the step and on this device, so
+// that every device starts on a different part. Parts are ceilDiv(extent,
+// d) long; trailing ones may be short or empty.
+struct Ring {
+  HostIrContainer& hic;
+  // Where the statements go.
+  Scope& scope;
+  std::vector<int64_t> team;
+  // This device's position in `team`.
+  int64_t me;
+  CommunicatorBackend backend;
+};
+
+// gathered = allgather(in) along `axis`, then out = linear(gathered, weight,
+// bias), whose `out_axis` indexes gathered's `axis`, of extent `extent` in
+// both. Step j works on part (me - j) mod d, held since step j - 1 (its own
+// part, copied into gathered, at step 0), while it moves to the next device.
+void emitAllgatherLinear(
+    const Ring& ring,
+    TensorView* in,
+    TensorView* gathered,
+    int64_t axis,
+    TensorView* out,
+    int64_t out_axis,
+    Scalar* extent,
+    TensorView* weight,
+    TensorView* bias);
+
+// out = part `me` of the sum over the team of linear(in, weight), cut along
+// in's `in_axis`, whose part is out's `part_extent` long. Step j computes
+// the partial sum of part (me - 1 - j) mod d, adding (as the C operand of
+// the GEMM, an addmm) the partial sum the previous device sent into
+// `receive`, a buffer of out's shape, and sends it on; the last step leaves
+// part `me` fully reduced in out.
+void emitLinearReduceScatter(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    TensorView* receive,
+    Scalar* part_extent);
+
+// out = the sum over the team of linear(in, weight): the reduce-scatter
+// ring, with each part's partial sum received into and accumulated in place
+// in out's part, then an allgather ring of the reduced parts, both cut along
+// in's `in_axis` and out's `out_axis`, of extent `extent`.
+void emitLinearAllreduce(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    int64_t out_axis,
+    Scalar* extent);
+
+} // namespace mdfuser::hir

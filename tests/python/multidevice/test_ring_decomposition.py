@@ -1,0 +1,347 @@
+# SPDX-License-Identifier: MIT
+"""The ring decompositions (``_enable_options=["ring_decomposition"]``)
+against the collective-based programs and plain torch.
+
+Run under ``mpirun -np N`` (N = 1, 2, 4). Every process builds the same
+global inputs with entries in {-1, 0, 1}: every partial and full sum is an
+integer that bf16 holds exactly, so the rings, the collectives and torch must
+agree exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+import torch
+from helpers import row_parallel_linear, run_python
+from transformer_blocks import mlp_forward, mlp_reference
+
+from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser.multidevice import DeviceMesh, shard_tensor
+
+RING = ["ring_decomposition"]
+
+
+def _shard(tv, axis: int, d: int) -> None:
+    tv.outer_split(axis, d)
+    tv.axis(axis).parallelize(ParallelType.mesh_x)
+
+
+def _tokens(tv, d: int, s: int, axis_after_stream: int = 1) -> None:
+    """Splits the tokens (axis 0) into s stream chunks, each across the
+    devices."""
+    axis = 0
+    if s > 1:
+        tv.outer_split(0, s)
+        tv.axis(0).parallelize(ParallelType.stream)
+        axis = 1
+    _shard(tv, axis, d)
+
+
+def allgather_linear(d: int, s: int, k: int, n: int, bias: bool) -> FusionDefinition:
+    """Sequence-parallel x [t, k] (tokens across the devices) feeding a
+    column-parallel linear: w [n, k] and b [n] split on out_features."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, k], dtype=DataType.BFloat16)
+        w = fd.define_tensor([n, k], dtype=DataType.BFloat16)
+        inputs = [x, w]
+        if bias:
+            inputs.append(fd.define_tensor([n], dtype=DataType.BFloat16))
+        fd.add_output(fd.ops.linear(*inputs))
+        mesh = DeviceMesh(range(d))
+        for tv in inputs:
+            tv.set_device_mesh(mesh)
+        _tokens(x, d, s)
+        for tv in inputs[1:]:
+            _shard(tv, 0, d)
+    return fd
+
+
+def linear_reduce_scatter(d: int, s: int, k: int, n: int) -> FusionDefinition:
+    """A row-parallel linear (x [t, k] and w [n, k] split on in_features)
+    whose output is sequence parallel: its partial sums are
+    reduce-scattered along the tokens."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, k], dtype=DataType.BFloat16)
+        w = fd.define_tensor([n, k], dtype=DataType.BFloat16)
+        out = fd.ops.linear(x, w)
+        fd.add_output(out)
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w, out):
+            tv.set_device_mesh(mesh)
+        axis = 1
+        if s > 1:
+            x.outer_split(0, s)
+            x.axis(0).parallelize(ParallelType.stream)
+            axis = 2
+        _shard(x, axis, d)
+        _shard(w, 1, d)
+        _tokens(out, d, s)
+    return fd
+
+
+def integers(shape, generator) -> torch.Tensor:
+    return torch.randint(-1, 2, shape, generator=generator).to(torch.bfloat16)
+
+
+def global_inputs(t: int, k: int, n: int, seed: int) -> dict[str, torch.Tensor]:
+    assert k <= 256, "sums of k products in {-1, 0, 1} stay exact in bf16"
+    g = torch.Generator().manual_seed(seed)
+    return dict(x=integers((t, k), g), w=integers((n, k), g), b=integers((n,), g))
+
+
+def torch_linear(full: dict[str, torch.Tensor], bias: bool) -> torch.Tensor:
+    b = full["b"].double() if bias else None
+    return torch.nn.functional.linear(full["x"].double(), full["w"].double(), b).to(torch.bfloat16)
+
+
+def run_both(test, fd, full: list[torch.Tensor]):
+    """(collective result, ring result, ring program) on the same shards."""
+    args = [test.shard(tensor, tv) for tensor, tv in zip(full, fd.fusion.inputs())]
+    (collective,) = fd.execute(args)
+    collective_program = fd.last_host_ir()
+    (ring,) = fd.execute(args, _enable_options=RING)
+    ring_program = fd.last_host_ir()
+    assert fd._cache.num_programs == 2, "the option compiles a program of its own"
+    assert "CollectivePermute" not in collective_program, "collectives are the default"
+    return collective, ring, ring_program
+
+
+def count(program: str, communication: str) -> int:
+    return len(re.findall(rf"Communication \d+ \(type={communication},", program))
+
+
+def expect_ring(test, program: str, permutes: int, collective: str) -> None:
+    """The ring program holds `permutes` CollectivePermutes over the whole
+    team, each issued on a communication stream, and no `collective`; on one
+    device the collective program is kept (it communicates nothing)."""
+    if test.size == 1:
+        assert count(program, "CollectivePermute") == 0
+        return
+    assert count(program, "CollectivePermute") == permutes, program
+    assert count(program, collective) == 0, program
+    team = " ".join(str(r) for r in range(test.size))
+    lines = [line.strip() for line in program.splitlines()]
+    for i, line in enumerate(lines):
+        if "type=CollectivePermute" in line:
+            assert f"team=({team})" in line
+            switch = lines[i - 2] if lines[i - 1].startswith("Synchronize(") else lines[i - 1]
+            assert switch.startswith("SetCurrentStream(CommunicationStream "), program
+            assert lines[i + 1].startswith("SetCurrentStream(Stream "), program
+
+
+def linear_operands(program: str) -> list[int]:
+    """How many operands each linear of the program has."""
+    lines = [line.strip() for line in program.splitlines()]
+    counts = []
+    for i, line in enumerate(lines):
+        if line.startswith("= linear("):
+            end = next(j for j in range(i, len(lines)) if lines[j].endswith("))"))
+            counts.append(end - i + 1)
+    return counts
+
+
+# (s stream chunks, m tokens per device and chunk): t = d * s * m. m = 1 is
+# a single token per ring part; s = 1 a single stream chunk.
+SHAPES = [(1, 1), (1, 3), (2, 2), (3, 1)]
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("s, m", SHAPES, ids=lambda v: str(v))
+def test_allgather_linear(multidevice_test, s, m, bias):
+    test = multidevice_test
+    d = test.size
+    k, n = 8, 4 * d
+    full = global_inputs(d * s * m, k, n, seed=100 * s + 10 * m + bias)
+    fd = allgather_linear(d, s, k, n, bias)
+    collective, ring, program = run_both(
+        test, fd, [full["x"], full["w"], full["b"]][: 3 if bias else 2]
+    )
+    expected = shard_tensor(torch_linear(full, bias), fd.output_tensors()[0])
+    assert torch.equal(collective.cpu(), expected)
+    assert torch.equal(ring.cpu(), expected)
+    # One permute per step but the last, in the (stream) loop body.
+    expect_ring(test, program, 1, "Allgather")
+
+
+@pytest.mark.parametrize("s, m", SHAPES, ids=lambda v: str(v))
+def test_linear_reduce_scatter(multidevice_test, s, m):
+    test = multidevice_test
+    d = test.size
+    k, n = 8 * d, 4
+    full = global_inputs(d * s * m, k, n, seed=200 + 10 * s + m)
+    fd = linear_reduce_scatter(d, s, k, n)
+    collective, ring, program = run_both(test, fd, [full["x"], full["w"]])
+    expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
+    assert torch.equal(collective.cpu(), expected)
+    assert torch.equal(ring.cpu(), expected)
+    expect_ring(test, program, 1, "ReduceScatter")
+    if d > 1:
+        # Step 0 computes a partial sum; each later step adds the received
+        # one as the GEMM's C operand: a linear of three operands, no add.
+        assert linear_operands(program) == [2, 3], program
+        assert "= add(" not in program
+
+
+# (s, t): t need not divide by d (trailing ring parts short or empty) nor
+# by s (trailing stream chunks short or empty).
+@pytest.mark.parametrize(
+    "s, t", [(1, 8), (1, 1), (1, 7), (2, 12), (3, 7), (3, 2)], ids=lambda v: str(v)
+)
+def test_linear_allreduce(multidevice_test, s, t):
+    test = multidevice_test
+    d = test.size
+    h = 4
+    fd = row_parallel_linear(d, s, h)
+    full = global_inputs(t, 4 * h, h, seed=300 + 10 * s + t)
+    collective, ring, program = run_both(test, fd, [full["x"], full["w"]])
+    expected = torch_linear(full, False)
+    assert torch.equal(collective.cpu(), expected)
+    assert torch.equal(ring.cpu(), expected)
+    # The reduce-scatter ring, then the allgather ring.
+    expect_ring(test, program, 2, "Allreduce")
+
+
+def test_rings_repeat_bit_identically(multidevice_test):
+    test = multidevice_test
+    d = test.size
+    fd = allgather_linear(d, 2, 8, 4 * d, bias=True)
+    full = global_inputs(4 * d, 8, 4 * d, seed=5)
+    args = [test.shard(full[k], tv) for k, tv in zip("xwb", fd.fusion.inputs())]
+    (first,) = fd.execute(args, _enable_options=RING)
+    for _ in range(3):
+        (again,) = fd.execute(args, _enable_options=RING)
+        assert torch.equal(again, first)
+    assert fd._cache.num_programs == 1
+
+
+def test_uneven_reduce_scatter_is_a_value_error(multidevice_test):
+    """The reduce-scattered tokens must divide among the devices, with the
+    ring as with the collective; the ranks stay in step afterwards."""
+    test = multidevice_test
+    d = test.size
+    test.require(2)
+    k, n = 8 * d, 4
+    fd = linear_reduce_scatter(d, 1, k, n)
+    full = global_inputs(2 * d + 1, k, n, seed=6)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    for options in ([], RING):
+        with pytest.raises(ValueError, match=rf"extent {2 * d + 1}, which does not divide"):
+            fd.execute(args, _enable_options=options)
+    full = global_inputs(2 * d, k, n, seed=6)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (out,) = fd.execute(args, _enable_options=RING)
+    expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
+    assert torch.equal(out.cpu(), expected)
+
+
+def test_allgather_linear_with_a_batch_axis(multidevice_test):
+    """x [b, t, k] with the tokens (axis 1) across the devices: the ring
+    cuts axis 1, whose parts are not contiguous."""
+    test = multidevice_test
+    d = test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([2, -1, 8], dtype=DataType.BFloat16)
+        w = fd.define_tensor([4 * d, 8], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.linear(x, w))
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w):
+            tv.set_device_mesh(mesh)
+        _shard(x, 1, d)
+        _shard(w, 0, d)
+    g = torch.Generator().manual_seed(8)
+    full = [integers((2, 3 * d, 8), g), integers((4 * d, 8), g)]
+    collective, ring, program = run_both(test, fd, full)
+    expected = shard_tensor(
+        torch.nn.functional.linear(full[0].double(), full[1].double()).to(torch.bfloat16),
+        fd.output_tensors()[0],
+    )
+    assert torch.equal(collective.cpu(), expected)
+    assert torch.equal(ring.cpu(), expected)
+    expect_ring(test, program, 1, "Allgather")
+    if d > 1:
+        assert "RingChunk(T" in program and "axis = 1, index = " in program
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_sequence_parallel_mlp(multidevice_test, streams):
+    """Both rings in one program: the allgather ring into the first linear
+    and the reduce-scatter ring out of the second, with gelu and the bias
+    between. Floating-point inputs: the rings sum in another order than the
+    collectives, so both are compared with torch's tolerance."""
+    test = multidevice_test
+    d, h = test.size, 16
+    block = mlp_forward(h, d, "sp", streams, test.mdfuser_dtype)
+    g = torch.Generator().manual_seed(12)
+    full = dict(
+        x=torch.randn(4 * d * streams, h, generator=g),
+        w1=torch.randn(4 * h, h, generator=g) / 4,
+        b1=torch.randn(4 * h, generator=g),
+        w2=torch.randn(h, 4 * h, generator=g) / 8,
+        b2=torch.randn(h, generator=g),
+    )
+    args = [test.shard(full[name].to(test.dtype), tv) for name, tv in block.inputs.items()]
+    (collective,) = block.fd.execute(args)
+    (ring,) = block.fd.execute(args, _enable_options=RING)
+    program = block.fd.last_host_ir()
+    want, torch_result = test.references(lambda **t: mlp_reference(**t)[0], full)
+    want = shard_tensor(want.cpu(), block.fd.output_tensors()[0])
+    torch_result = shard_tensor(torch_result.cpu(), block.fd.output_tensors()[0])
+    tolerance = test.tolerance(want, torch_result)
+    test.assert_close(collective, want, tolerance, msg="collective")
+    test.assert_close(ring, want, tolerance, msg="ring")
+    if d > 1:
+        assert count(program, "CollectivePermute") == 2, program
+        assert count(program, "Allgather") + count(program, "ReduceScatter") == 0
+
+
+def test_a_neighbour_that_never_joins_is_a_bounded_error(multidevice_test):
+    """A child job of the same size whose last rank, after a first
+    execution, never runs the ring: the others fail within
+    MDFUSER_TIMEOUT_S, naming their rank and the CollectivePermute, instead
+    of hanging."""
+    test = multidevice_test
+    test.require(2)
+    base = int(os.environ.get("MDFUSER_PORT", os.environ.get("MASTER_PORT", "29500")))
+    tests_dir = os.path.dirname(os.path.dirname(__file__))
+    code = f"""
+import sys, time, torch
+sys.path.insert(0, {tests_dir!r})
+from helpers import row_parallel_linear
+from mdfuser.multidevice import Communicator, shard_tensor
+comm = Communicator.instance()
+fd = row_parallel_linear(comm.size(), 1, 4)
+full = torch.ones(4, 16, dtype=torch.bfloat16)
+args = [shard_tensor(full, tv) for tv in fd.fusion.inputs()]
+fd.execute(args)  # every rank joins the job
+if comm.rank() == comm.size() - 1:
+    time.sleep(4)
+    sys.exit(0)
+try:
+    fd.execute(args, _enable_options=["ring_decomposition"])
+except Exception as e:
+    print(type(e).__name__, e)
+    sys.exit(3)
+"""
+    start = time.monotonic()
+    child = run_python(
+        code,
+        {
+            "RANK": str(test.rank),
+            "WORLD_SIZE": str(test.size),
+            "LOCAL_RANK": str(test.local_rank),
+            "LOCAL_WORLD_SIZE": str(test.comm.local_size()),
+            "MDFUSER_PORT": str(base + 7),
+            "MDFUSER_TIMEOUT_S": "2",
+        },
+    )
+    assert time.monotonic() - start < 60, "bounded by the timeout, not by a hang"
+    if test.rank == test.size - 1:
+        assert child.returncode == 0, child.stderr
+        return
+    assert child.returncode == 3, child.stderr
+    assert f"rank {test.rank} failed waiting" in child.stdout
+    assert "CollectivePermute" in child.stdout and "(timed out)" in child.stdout
