@@ -29,13 +29,13 @@
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/le.h>
-#include <ATen/ops/linear.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/neg.h>
@@ -254,28 +254,26 @@ void linearKernel(KernelCall& call) {
   const auto& op = static_cast<const LinearOp&>(call.op);
   const at::Tensor in = call.tensors[0].contiguous();
   const at::Tensor& weight = call.tensors[1];
-  std::optional<at::Tensor> bias;
-  if (op.bias() != nullptr) {
-    bias = call.tensors[2];
-  }
   std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
   shape.push_back(weight.size(0));
   at::Tensor out = viewAs(out0(call), shape);
   at::Tensor written = contiguousOut(out);
-  if (bias.has_value() && bias->dim() > 1) {
-    // A bias of the output's shape is the C operand of an addmm (beta = 1):
-    // ring decompositions add a received partial sum this way, in place
-    // when it is the output itself.
-    const int64_t m = c10::multiply_integers(shape.begin(), shape.end() - 1);
-    const int64_t n = weight.size(0);
-    at::Tensor result = written.view({m, n});
-    at::addmm_out(
-        result,
-        bias->reshape({m, n}),
-        in.reshape({m, in.size(-1)}),
-        weight.t());
+  // One 2-D GEMM over all leading axes. at::linear_out would run a
+  // batched matmul and then add the bias in a separate pass over the
+  // output; addmm with a 1-D bias takes cuBLASLt's bias epilogue.
+  const int64_t n = weight.size(0);
+  const int64_t m = n == 0 ? 0 : written.numel() / n;
+  at::Tensor result = written.view({m, n});
+  const at::Tensor a = in.reshape({m, in.size(-1)});
+  if (op.bias() == nullptr) {
+    at::mm_out(result, a, weight.t());
   } else {
-    at::linear_out(written, in, weight, bias);
+    // A bias of the output's shape is the C operand (beta = 1): ring
+    // decompositions add a received partial sum this way, in place when it
+    // is the output itself.
+    const at::Tensor& bias = call.tensors[2];
+    at::addmm_out(
+        result, bias.dim() > 1 ? bias.reshape({m, n}) : bias, a, weight.t());
   }
   finish(written, out);
 }
