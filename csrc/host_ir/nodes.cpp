@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "host_ir/nodes.h"
 
+#include <algorithm>
+#include <string>
+
 #include "ir/container.h"
 #include "ir/errors.h"
 
@@ -224,9 +227,36 @@ TensorView* Allocate::buffer() const {
   return static_cast<TensorView*>(output(0));
 }
 
+void Allocate::setStrideOrder(std::vector<int64_t> stride_order) {
+  if (!stride_order.empty()) {
+    std::vector<int64_t> sorted = stride_order;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      MDF_CHECK(
+          sorted.size() == shape_.size() &&
+              sorted[i] == static_cast<int64_t>(i),
+          "the stride order of ",
+          buffer()->toString(),
+          " must be a permutation of its ",
+          shape_.size(),
+          " axes");
+    }
+  }
+  stride_order_ = std::move(stride_order);
+}
+
 std::string Allocate::toString() const {
-  return buffer()->toString() + " = ALLOCATE(mem_type=global, zero_init=" +
-         (zero_init_ ? "true" : "false") + ")";
+  std::string s = buffer()->toString() +
+                  " = ALLOCATE(mem_type=global, zero_init=" +
+                  (zero_init_ ? "true" : "false");
+  if (!stride_order_.empty()) {
+    s += ", stride_order=[";
+    for (size_t i = 0; i < stride_order_.size(); ++i) {
+      s += (i > 0 ? ", " : "") + std::to_string(stride_order_[i]);
+    }
+    s += "]";
+  }
+  return s + ")";
 }
 
 Deallocate::Deallocate(IrContainer* container, TensorView* buffer)

@@ -312,7 +312,7 @@ struct ViewOf {
 std::optional<ViewOf> asView(const Expr* expr);
 
 // Binds a fresh, uninitialized (or zeroed) buffer of local extents `shape`
-// to `buffer`.
+// to `buffer`, row-major unless a stride order says otherwise.
 class Allocate : public HostExpr {
  public:
   Allocate(
@@ -328,15 +328,24 @@ class Allocate : public HostExpr {
   bool zeroInit() const {
     return zero_init_;
   }
+  // As define_tensor's stride_order: entry i is the rank of axis i's
+  // stride, the largest the outermost. Empty for row-major.
+  const std::vector<int64_t>& strideOrder() const {
+    return stride_order_;
+  }
+  void setStrideOrder(std::vector<int64_t> stride_order);
 
   std::string_view opName() const override {
     return "Allocate";
   }
+  // "T5 = ALLOCATE(mem_type=global, zero_init=false, stride_order=[3, 1,
+  // 2, 0])", the stride order only when there is one.
   std::string toString() const override;
 
  private:
   std::vector<Scalar*> shape_;
   bool zero_init_;
+  std::vector<int64_t> stride_order_;
 };
 
 // Drops the buffer bound to `buffer`.

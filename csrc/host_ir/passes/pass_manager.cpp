@@ -4,6 +4,7 @@
 #include "host_ir/passes/alias_layout_ops.h"
 #include "host_ir/passes/allocate_and_deallocate.h"
 #include "host_ir/passes/assign_communication_streams.h"
+#include "host_ir/passes/choose_allocation_layouts.h"
 #include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/passes/order_communication_streams.h"
 #include "host_ir/verifier.h"
@@ -37,6 +38,7 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
     manager.add({"AliasLayoutOps", aliasLayoutOps});
   }
   manager.add({"AllocateAndDeallocate", allocateAndDeallocate, true})
+      .add({"ChooseAllocationLayouts", chooseAllocationLayouts})
       .add(
           {"AssignStreams",
            [schedule = options.stream_schedule](HostIrContainer& h) {
