@@ -521,13 +521,20 @@ class Run:
                 print_statements(f"{case.block} {case.mode} mdfuser s={s}", prof.profile)
         if not self.cuda:
             return
-        self.timer.sync()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            reference_run()
+        # The kernels of torch's run and of mdfuser's first s, side by side.
+        s, (block, inputs) = next(iter(profiled.items()))
+        runs = [
+            ("torch_no_overlap", reference_run),
+            (f"mdfuser s={s}", lambda: block.fd.execute(inputs)),
+        ]
+        for name, run in runs:
             self.timer.sync()
-        if self.rank == 0:
-            print(f"\n{case.block} {case.mode} torch_no_overlap: CUDA kernels, rank 0")
-            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                run()
+                self.timer.sync()
+            if self.rank == 0:
+                print(f"\n{case.block} {case.mode} {name}: CUDA kernels, rank 0")
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14))
 
     def host_overhead(self, case: Case, s: int) -> None:
         """execute()'s host time per host-IR statement on a tiny shape: each
