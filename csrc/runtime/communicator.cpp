@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -71,6 +73,15 @@ std::string teamString(const std::vector<int64_t>& team) {
     s += (i > 0 ? " " : "") + std::to_string(team[i]);
   }
   return s + ")";
+}
+
+// "rank 1" or "ranks 1, 3".
+std::string ranksString(const std::vector<int64_t>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    s += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return s;
 }
 
 } // namespace
@@ -154,8 +165,13 @@ struct Communicator::State {
   // This process serves the store: it must outlive every client's last
   // request.
   bool hosts_store = false;
+  // host:port of the store, and who serves it, for messages.
+  std::string store_address;
+  std::string store_host;
   std::vector<Entry> backends;
   int64_t barriers = 0;
+  // Exchanges made so far, per team.
+  std::map<std::string, int64_t> exchanges;
   bool shut_down = false;
 };
 
@@ -268,6 +284,8 @@ Communicator::State& Communicator::state() {
   }
   state_->store = store;
   state_->hosts_store = server;
+  state_->store_address = where;
+  state_->store_host = launch_.agent_store ? "torchrun's agent" : "rank 0";
   return *state_;
 }
 
@@ -353,6 +371,12 @@ c10d::Backend& Communicator::backend(
   return *backend;
 }
 
+void Communicator::join() {
+  if (size() > 1) {
+    state();
+  }
+}
+
 void Communicator::barrier() {
   if (size() == 1) {
     return;
@@ -381,6 +405,104 @@ void Communicator::barrier() {
             " ranks arrived"),
         /*timed_out=*/true);
   }
+}
+
+std::vector<std::string> Communicator::exchange(
+    const std::vector<int64_t>& team,
+    const std::string& value,
+    const std::string& operation,
+    bool post_only) {
+  MDF_CHECK(
+      std::find(team.begin(), team.end(), rank()) != team.end(),
+      "rank ",
+      rank(),
+      " is not in the team ",
+      teamString(team));
+  State& s = state();
+  const std::string prefix = detail::concat(
+      "exchange", teamString(team), "/", s.exchanges[teamString(team)]++, "/");
+  std::vector<std::string> keys;
+  for (int64_t r : team) {
+    keys.push_back(prefix + std::to_string(r));
+  }
+  auto lost_store = [&](const std::exception& e) {
+    return CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " lost the rendezvous store at ",
+            s.store_address,
+            " (served by ",
+            s.store_host,
+            ") in ",
+            operation,
+            " with team ",
+            teamString(team),
+            "; ",
+            s.store_host,
+            " has probably exited, see its error: ",
+            e.what()),
+        /*timed_out=*/false);
+  };
+  try {
+    s.store->set(
+        prefix + std::to_string(rank()),
+        std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  if (post_only) {
+    return {};
+  }
+  // Polled rather than waited for in the store, which logs its own
+  // timeouts.
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  auto pause = std::chrono::milliseconds(1);
+  try {
+    while (!s.store->check(keys) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  std::vector<int64_t> missing;
+  try {
+    for (size_t i = 0; i < team.size(); ++i) {
+      if (!s.store->check({keys[i]})) {
+        missing.push_back(team[i]);
+      }
+    }
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  if (!missing.empty()) {
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " waited ",
+            seconds(options_.timeout),
+            " s in ",
+            operation,
+            " with team ",
+            teamString(team),
+            ", but ",
+            ranksString(missing),
+            " did not take part"),
+        /*timed_out=*/true);
+  }
+  std::vector<std::string> values;
+  try {
+    for (const std::string& key : keys) {
+      const std::vector<uint8_t> bytes = s.store->get(key);
+      values.emplace_back(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  return values;
 }
 
 void Communicator::shutdown() {

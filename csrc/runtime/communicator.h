@@ -101,8 +101,27 @@ class Communicator {
   c10d::Backend& backend(
       const std::vector<int64_t>& team, hir::CommunicatorBackend kind);
 
+  // Joins the world's rendezvous, once: connects to the store, or starts it
+  // on rank 0, and waits until every rank of the world did. Every rank of a
+  // job that runs a fusion with a mesh joins, also those outside its mesh:
+  // rank 0 serves the store, and the others' first wait counts every rank.
+  void join();
+
   // Waits until every rank of the world arrives, or fails after the timeout.
   void barrier();
+
+  // Posts `value` for this rank and returns the value of every rank of
+  // `team` (this rank included, in team order), through the rendezvous
+  // store. Exchanges with a team are numbered, so every rank of it must make
+  // the same sequence of them; `operation` names the exchange in the error
+  // raised when a rank does not post within the timeout. With `post_only`,
+  // this rank posts and returns nothing: it is about to raise an error, and
+  // the others read it from its value.
+  std::vector<std::string> exchange(
+      const std::vector<int64_t>& team,
+      const std::string& value,
+      const std::string& operation,
+      bool post_only = false);
 
   // Tears down backends (in creation order, as on every rank) and the store.
   // Gracefully when every rank arrives in time, by aborting otherwise; never
