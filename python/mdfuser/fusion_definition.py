@@ -101,6 +101,7 @@ class _Ops:
 
     def var(self, arg, dims=None, correction=1, keepdim=False, *, dim=None, keep_dim=None):
         """Variance over `dims`, as torch.var."""
+        self._check(arg, "var")
         return self.var_mean(arg, dims, correction, keepdim, dim=dim, keep_dim=keep_dim)[0]
 
     def shape(self, arg: TensorView) -> list[Val]:
@@ -141,11 +142,16 @@ class _Ops:
 
         return nn.rms_norm(self, arg, normalized_ndim, weight, eps)
 
-    def _check(self, tv, op: str) -> None:
+    def _check(self, tv, op: str, role: str = "operand 0") -> None:
+        """TypeError unless `tv` is a TensorView; ValueError, worded as the
+        operations' own (bind_ops.cpp), when it belongs to another
+        FusionDefinition."""
         if not isinstance(tv, TensorView):
             raise TypeError(f"{op}: expected a TensorView, got {type(tv).__name__}")
         if not self._fusion.contains(tv):
-            raise ValueError(f"{op}: {tv!r} belongs to another FusionDefinition")
+            raise ValueError(
+                f"{op}: {role} {tv!r} belongs to another FusionDefinition; use values of this one"
+            )
 
 
 def _forward(name: str):
