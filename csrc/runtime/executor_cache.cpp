@@ -35,7 +35,8 @@ std::vector<int64_t> signatureOf(
                                   : -1);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
-    if (!t.defined()) {
+    if (!t.defined() || t.is_nested() || t.layout() != c10::kStrided) {
+      // Refused by checkInputs; never a cached program's.
       key.push_back(-1);
       continue;
     }

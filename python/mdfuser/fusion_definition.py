@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -169,6 +170,16 @@ for _name in dir(_C.ops):
         setattr(_Ops, _name, _forward(_name))
 
 
+def _is_dtensor(t: torch.Tensor) -> bool:
+    """Whether `t` is a DTensor; without importing torch.distributed.tensor,
+    which a DTensor's creator has imported already."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        module = sys.modules.get(name)
+        if module is not None and isinstance(t, getattr(module, "DTensor", ())):
+            return True
+    return False
+
+
 class FusionDefinition:
     """Defines a fusion with global shapes and runs it on local shards.
 
@@ -302,6 +313,12 @@ class FusionDefinition:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(
                     f"execute: input {i} must be a torch.Tensor, got {type(t).__name__}"
+                )
+            if _is_dtensor(t):
+                raise TypeError(
+                    f"execute: input {i} is a DTensor, but execute takes this rank's local "
+                    "shards as plain tensors; pass DTensors to "
+                    "mdfuser.dtensor.FusionDefinitionWrapper, or pass t.to_local() here"
                 )
         for name, options in (
             ("_enable_options", _enable_options),

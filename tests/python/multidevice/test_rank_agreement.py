@@ -145,3 +145,16 @@ def test_a_fusion_without_a_mesh_is_not_compared(multidevice_test):
     (out,) = fd.execute([x])
     assert torch.equal(out, x * 2)
     assert fd._cache.num_agreements == 0
+
+
+def test_an_input_mdfuser_cannot_run_on_one_rank_is_refused_on_every_rank(multidevice_test):
+    fd = fusion(multidevice_test)
+    inputs = shards(multidevice_test, fd, 12)
+    if multidevice_test.rank >= 2:
+        return run_outside_the_mesh(multidevice_test, fd, inputs)
+    if multidevice_test.rank == 1:
+        inputs[0] = torch.empty_like(inputs[0], device="meta")
+    with pytest.raises(TypeError, match=re.escape("input 0 (T0) is on the meta device")) as error:
+        fd.execute(inputs)
+    if multidevice_test.rank == 0:
+        assert str(error.value).startswith("rank 1: input 0 (T0)")
