@@ -68,3 +68,40 @@ def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subproce
         text=True,
         timeout=timeout,
     )
+
+
+def run_world(
+    code: str, size: int, env: dict[str, str] | None = None, timeout: float = 120
+) -> list[subprocess.CompletedProcess]:
+    """Runs `code` in `size` fresh interpreters that form one job, as
+    torchrun without its agent would start them (RANK, WORLD_SIZE, ...), on
+    a free port. Returns each rank's result, in rank order. Ranks still
+    running after `timeout` seconds are killed and get returncode None."""
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    base.update({"MDFUSER_PORT": str(port), "MDFUSER_TIMEOUT_S": "10"})
+    base.update(env or {})
+    processes = []
+    for rank in range(size):
+        rank_env = dict(base, RANK=str(rank), WORLD_SIZE=str(size))
+        rank_env.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(size))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=rank_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = []
+    for rank, process in enumerate(processes):
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+            returncode = process.returncode
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            returncode = None
+        results.append(subprocess.CompletedProcess([f"rank {rank}"], returncode, stdout, stderr))
+    return results
