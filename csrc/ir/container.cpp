@@ -28,6 +28,19 @@ Val* Expr::output(size_t i) const {
 }
 
 void Expr::registerAsDefinition() {
+  // Each family's builder names the operand first (requireSameFusion);
+  // this holds for every operation, whatever built it.
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    MDF_USER_CHECK(
+        inputs_[i]->container() == container(),
+        opName(),
+        ": operand ",
+        i,
+        " ",
+        inputs_[i]->toString(),
+        " belongs to another fusion; an operation takes values of one "
+        "FusionDefinition");
+  }
   for (Val* out : outputs_) {
     out->setDefinition(this);
   }

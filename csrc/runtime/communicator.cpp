@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -73,23 +75,79 @@ std::string teamString(const std::vector<int64_t>& team) {
   return s + ")";
 }
 
+// An error's message without the C++ backtrace torch appends.
+std::string messageOf(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
+    return error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+// "rank 1" or "ranks 1, 3".
+std::string ranksString(const std::vector<int64_t>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    s += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return s;
+}
+
 } // namespace
 
 LaunchInfo LaunchInfo::fromEnvironment() {
   LaunchInfo info;
-  if (env("OMPI_COMM_WORLD_SIZE").has_value()) {
+  const bool open_mpi = env("OMPI_COMM_WORLD_SIZE").has_value() ||
+                        env("OMPI_COMM_WORLD_RANK").has_value();
+  const bool torchrun =
+      env("WORLD_SIZE").has_value() || env("RANK").has_value();
+  if (open_mpi) {
     info.launcher = "mpirun";
     info.size = requireEnvInt("OMPI_COMM_WORLD_SIZE", "Open MPI");
     info.rank = requireEnvInt("OMPI_COMM_WORLD_RANK", "Open MPI");
     info.local_rank = envInt("OMPI_COMM_WORLD_LOCAL_RANK").value_or(info.rank);
     info.local_size = envInt("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(info.size);
-  } else if (env("WORLD_SIZE").has_value()) {
+    info.job_id = env("OMPI_MCA_ess_base_jobid").value_or("");
+    if (torchrun) {
+      const std::optional<int64_t> rank = envInt("RANK");
+      const std::optional<int64_t> size = envInt("WORLD_SIZE");
+      MDF_USER_CHECK(
+          rank.value_or(info.rank) == info.rank &&
+              size.value_or(info.size) == info.size,
+          "Open MPI says this is rank ",
+          info.rank,
+          " of ",
+          info.size,
+          " (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE), but torchrun's "
+          "variables say RANK=",
+          rank.has_value() ? std::to_string(*rank) : "(unset)",
+          ", WORLD_SIZE=",
+          size.has_value() ? std::to_string(*size) : "(unset)",
+          "; launch with one launcher, or unset the other's variables");
+    }
+  } else if (torchrun) {
     info.launcher = "torchrun";
     info.size = requireEnvInt("WORLD_SIZE", "torchrun");
     info.rank = requireEnvInt("RANK", "torchrun");
     info.local_rank = envInt("LOCAL_RANK").value_or(info.rank);
     info.local_size = envInt("LOCAL_WORLD_SIZE").value_or(info.size);
     info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE") == "True";
+    info.job_id = env("TORCHELASTIC_RUN_ID").value_or("");
+  } else if (env("SLURM_PROCID").has_value()) {
+    info.launcher = "srun";
+    info.size = requireEnvInt("SLURM_NTASKS", "SLURM");
+    info.rank = requireEnvInt("SLURM_PROCID", "SLURM");
+    info.local_rank = envInt("SLURM_LOCALID").value_or(info.rank);
+    // "4(x2),3": this node's count is not told apart; the first is.
+    info.local_size = info.size;
+    if (std::optional<std::string> per_node = env("SLURM_TASKS_PER_NODE")) {
+      const size_t end = per_node->find_first_not_of("0123456789");
+      if (end != 0) {
+        info.local_size = std::stoll(per_node->substr(0, end));
+      }
+    }
+    if (std::optional<std::string> job = env("SLURM_JOB_ID")) {
+      info.job_id = *job + "." + env("SLURM_STEP_ID").value_or("0");
+    }
   }
   MDF_USER_CHECK(
       info.size >= 1 && info.rank >= 0 && info.rank < info.size,
@@ -109,9 +167,65 @@ LaunchInfo LaunchInfo::fromEnvironment() {
   return info;
 }
 
+std::string LaunchInfo::jobString() const {
+  return detail::concat(
+      launcher.empty() ? "unlaunched" : launcher,
+      job_id.empty() ? "" : " job " + job_id,
+      " of ",
+      size,
+      size == 1 ? " rank" : " ranks");
+}
+
+std::string firstHostOf(const std::string& nodelist) {
+  // The first entry ends at the first comma outside brackets.
+  std::string host;
+  bool in_brackets = false;
+  for (size_t i = 0; i < nodelist.size(); ++i) {
+    const char c = nodelist[i];
+    if (c == '[') {
+      in_brackets = true;
+      // The first index of the range list, zero padding kept.
+      const size_t end = nodelist.find_first_of(",-]", i + 1);
+      MDF_USER_CHECK(
+          end != std::string::npos,
+          "malformed SLURM node list '",
+          nodelist,
+          "'");
+      host += nodelist.substr(i + 1, end - i - 1);
+      continue;
+    }
+    if (c == ']') {
+      in_brackets = false;
+      continue;
+    }
+    if (in_brackets) {
+      continue;
+    }
+    if (c == ',') {
+      break;
+    }
+    host += c;
+  }
+  MDF_USER_CHECK(
+      !host.empty() && !in_brackets,
+      "malformed SLURM node list '",
+      nodelist,
+      "'");
+  return host;
+}
+
 CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   CommunicatorOptions options;
   options.master_addr = env("MASTER_ADDR").value_or(options.master_addr);
+  if (!env("MASTER_ADDR").has_value() &&
+      LaunchInfo::fromEnvironment().launcher == "srun") {
+    // The first host of the step serves the store, as rank 0 runs there.
+    if (std::optional<std::string> nodes = env("SLURM_STEP_NODELIST")
+                                               ? env("SLURM_STEP_NODELIST")
+                                               : env("SLURM_JOB_NODELIST")) {
+      options.master_addr = firstHostOf(*nodes);
+    }
+  }
   auto read_port = [](const char* name) -> std::optional<int> {
     std::optional<int64_t> port = envInt(name);
     if (!port.has_value()) {
@@ -154,8 +268,13 @@ struct Communicator::State {
   // This process serves the store: it must outlive every client's last
   // request.
   bool hosts_store = false;
+  // host:port of the store, and who serves it, for messages.
+  std::string store_address;
+  std::string store_host;
   std::vector<Entry> backends;
   int64_t barriers = 0;
+  // Exchanges made so far, per team.
+  std::map<std::string, int64_t> exchanges;
   bool shut_down = false;
 };
 
@@ -239,8 +358,11 @@ Communicator::State& Communicator::state() {
                    : " (is rank 0 running? set MASTER_ADDR and MASTER_PORT "
                      "to its address)",
             ": ",
-            e.what()),
+            messageOf(e)),
         /*timed_out=*/!server);
+  }
+  if (!launch_.agent_store) {
+    checkSameJob(*tcp, server, where);
   }
   const std::string run = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   auto store = c10::make_intrusive<c10d::PrefixStore>("mdfuser/" + run, tcp);
@@ -268,7 +390,82 @@ Communicator::State& Communicator::state() {
   }
   state_->store = store;
   state_->hosts_store = server;
+  state_->store_address = where;
+  state_->store_host = launch_.agent_store ? "torchrun's agent" : "rank 0";
   return *state_;
+}
+
+void Communicator::checkSameJob(
+    c10d::Store& store, bool server, const std::string& where) {
+  // The store's host names its job; a rank of another job that reached
+  // this port learns it at once instead of joining.
+  const std::string key = "mdfuser/job";
+  const std::string job = launch_.jobString();
+  try {
+    if (server) {
+      store.set(key, std::vector<uint8_t>(job.begin(), job.end()));
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    auto pause = std::chrono::milliseconds(1);
+    while (!store.check({key})) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        // Not an mdfuser store: the rendezvous wait reports it.
+        return;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+    const std::vector<uint8_t> theirs = store.get(key);
+    const std::string served(theirs.begin(), theirs.end());
+    if (served != job) {
+      throw CommunicationError(
+          detail::concat(
+              "rank ",
+              rank(),
+              " (",
+              job,
+              ") reached the rendezvous store at ",
+              where,
+              ", but it serves another job (",
+              served,
+              "): another job is running on this port. Give this job a "
+              "free port with MDFUSER_PORT (or MASTER_PORT)"),
+          /*timed_out=*/false);
+    }
+  } catch (const CommunicationError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " lost the rendezvous store at ",
+            where,
+            " while joining: ",
+            messageOf(e)),
+        /*timed_out=*/false);
+  }
+}
+
+CommunicationError Communicator::lostStore(
+    const std::string& operation, const std::exception& e) {
+  peer_failed_ = true;
+  return CommunicationError(
+      detail::concat(
+          "rank ",
+          rank(),
+          " lost the rendezvous store at ",
+          state_->store_address,
+          " (served by ",
+          state_->store_host,
+          ") in ",
+          operation,
+          "; ",
+          state_->store_host,
+          " has probably exited, see its error: ",
+          messageOf(e)),
+      /*timed_out=*/false);
 }
 
 c10d::Backend& Communicator::backend(
@@ -335,6 +532,7 @@ c10d::Backend& Communicator::backend(
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
+    peer_failed_ = true;
     throw CommunicationError(
         detail::concat(
             "rank ",
@@ -346,11 +544,17 @@ c10d::Backend& Communicator::backend(
             " within ",
             seconds(options_.timeout),
             " s: ",
-            e.what()),
+            messageOf(e)),
         /*timed_out=*/false);
   }
   s.backends.push_back({key, backend});
   return *backend;
+}
+
+void Communicator::join() {
+  if (size() > 1) {
+    state();
+  }
 }
 
 void Communicator::barrier() {
@@ -360,12 +564,19 @@ void Communicator::barrier() {
   State& s = state();
   const int64_t n = s.barriers++;
   int64_t arrived = 0;
-  if (!arriveAndWait(
-          *s.store,
-          "barrier/" + std::to_string(n),
-          size(),
-          options_.timeout,
-          arrived)) {
+  bool everyone = false;
+  try {
+    everyone = arriveAndWait(
+        *s.store,
+        "barrier/" + std::to_string(n),
+        size(),
+        options_.timeout,
+        arrived);
+  } catch (const std::exception& e) {
+    throw lostStore(detail::concat("barrier ", n), e);
+  }
+  if (!everyone) {
+    peer_failed_ = true;
     throw CommunicationError(
         detail::concat(
             "rank ",
@@ -387,13 +598,106 @@ c10::intrusive_ptr<c10d::Store> Communicator::store() {
   return state().store;
 }
 
+std::vector<std::string> Communicator::exchange(
+    const std::vector<int64_t>& team,
+    const std::string& value,
+    const std::string& operation,
+    bool post_only) {
+  MDF_CHECK(
+      std::find(team.begin(), team.end(), rank()) != team.end(),
+      "rank ",
+      rank(),
+      " is not in the team ",
+      teamString(team));
+  State& s = state();
+  const std::string prefix = detail::concat(
+      "exchange", teamString(team), "/", s.exchanges[teamString(team)]++, "/");
+  std::vector<std::string> keys;
+  for (int64_t r : team) {
+    keys.push_back(prefix + std::to_string(r));
+  }
+  auto lost_store = [&](const std::exception& e) {
+    return lostStore(
+        detail::concat(operation, " with team ", teamString(team)), e);
+  };
+  try {
+    s.store->set(
+        prefix + std::to_string(rank()),
+        std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  if (post_only) {
+    return {};
+  }
+  // Polled rather than waited for in the store, which logs its own
+  // timeouts.
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  auto pause = std::chrono::milliseconds(1);
+  try {
+    while (!s.store->check(keys) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  std::vector<int64_t> missing;
+  try {
+    for (size_t i = 0; i < team.size(); ++i) {
+      if (!s.store->check({keys[i]})) {
+        missing.push_back(team[i]);
+      }
+    }
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  if (!missing.empty()) {
+    peer_failed_ = true;
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " waited ",
+            seconds(options_.timeout),
+            " s in ",
+            operation,
+            " with team ",
+            teamString(team),
+            ", but ",
+            ranksString(missing),
+            " did not take part"),
+        /*timed_out=*/true);
+  }
+  std::vector<std::string> values;
+  try {
+    for (const std::string& key : keys) {
+      const std::vector<uint8_t> bytes = s.store->get(key);
+      values.emplace_back(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    throw lost_store(e);
+  }
+  return values;
+}
+
 void Communicator::shutdown() {
   if (state_->shut_down) {
     return;
   }
   state_->shut_down = true;
   bool everyone_arrived = true;
-  if (state_->store) {
+  if (state_->store && peer_failed_) {
+    // A peer may be gone: waiting for it would only add a timeout. The
+    // others are told this rank is done, and the backends are aborted.
+    everyone_arrived = false;
+    try {
+      state_->store->add("shutdown", 1);
+    } catch (const std::exception&) {
+      // The store is gone too.
+    }
+  } else if (state_->store) {
     try {
       int64_t arrived = 0;
       everyone_arrived = arriveAndWait(

@@ -35,7 +35,12 @@ class CommunicationError : public std::runtime_error {
 
 // Who this process is, as its launcher says: OMPI_COMM_WORLD_{RANK, SIZE,
 // LOCAL_RANK, LOCAL_SIZE} under mpirun, RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE under torchrun. Without either, a world of one process.
+// LOCAL_WORLD_SIZE under torchrun, SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID under srun. Open MPI's variables win over torchrun's, and
+// torchrun's over SLURM's (torchrun and mpirun may run inside an srun step,
+// whose variables then describe the step, not the job's processes); Open
+// MPI and torchrun variables that disagree are a user error. Without any, a
+// world of one process.
 struct LaunchInfo {
   int64_t rank = 0;
   int64_t size = 1;
@@ -46,13 +51,24 @@ struct LaunchInfo {
   // torchrun's agent already serves the rendezvous store; every rank is a
   // client then.
   bool agent_store = false;
+  // The launcher's id of this job (Open MPI's job id, torchrun's run id,
+  // SLURM's job and step ids), empty when it gives none. Keeps a job from
+  // joining another's rendezvous store.
+  std::string job_id;
 
   // User error when a variable is set but malformed or inconsistent.
   static LaunchInfo fromEnvironment();
+
+  // "mpirun job 12 of 2 ranks": who may share a rendezvous store.
+  std::string jobString() const;
 };
 
+// The first host of a SLURM node list: "node[03-05,9],gpu1" is "node03".
+std::string firstHostOf(const std::string& nodelist);
+
 struct CommunicatorOptions {
-  // Rendezvous store address: MASTER_ADDR, default "localhost".
+  // Rendezvous store address: MASTER_ADDR; else, under srun, the first host
+  // of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST); default "localhost".
   std::string master_addr = "localhost";
   // Port of the rendezvous store mdfuser hosts on rank 0: MDFUSER_PORT,
   // else MASTER_PORT, default 29500.
@@ -104,6 +120,12 @@ class Communicator {
   c10d::Backend& backend(
       const std::vector<int64_t>& team, hir::CommunicatorBackend kind);
 
+  // Joins the world's rendezvous, once: connects to the store, or starts it
+  // on rank 0, and waits until every rank of the world did. Every rank of a
+  // job that runs a fusion with a mesh joins, also those outside its mesh:
+  // rank 0 serves the store, and the others' first wait counts every rank.
+  void join();
+
   // Waits until every rank of the world arrives, or fails after the timeout.
   void barrier();
 
@@ -112,18 +134,43 @@ class Communicator {
   // torch.distributed: its keys live under mdfuser's prefix.
   c10::intrusive_ptr<c10d::Store> store();
 
+  // Posts `value` for this rank and returns the value of every rank of
+  // `team` (this rank included, in team order), through the rendezvous
+  // store. Exchanges with a team are numbered, so every rank of it must make
+  // the same sequence of them; `operation` names the exchange in the error
+  // raised when a rank does not post within the timeout. With `post_only`,
+  // this rank posts and returns nothing: it is about to raise an error, and
+  // the others read it from its value.
+  std::vector<std::string> exchange(
+      const std::vector<int64_t>& team,
+      const std::string& value,
+      const std::string& operation,
+      bool post_only = false);
+
+  // A wait on a peer failed (a collective, the store): a peer may be gone.
+  // shutdown then aborts at once instead of waiting for every rank.
+  void notePeerFailure() {
+    peer_failed_ = true;
+  }
+
   // Tears down backends (in creation order, as on every rank) and the store.
-  // Gracefully when every rank arrives in time, by aborting otherwise; never
-  // hangs. Idempotent.
+  // Gracefully when every rank arrives in time, by aborting otherwise, at
+  // once after a peer failure; never hangs. Idempotent.
   void shutdown();
 
  private:
   struct State;
   State& state();
+  // Refuses a store served by another job (LaunchInfo::jobString).
+  void checkSameJob(c10d::Store& store, bool server, const std::string& where);
+  // The error for a store that stopped answering in `operation`.
+  CommunicationError lostStore(
+      const std::string& operation, const std::exception& e);
 
   LaunchInfo launch_;
   CommunicatorOptions options_;
   std::unique_ptr<State> state_;
+  bool peer_failed_ = false;
 };
 
 } // namespace mdfuser

@@ -290,6 +290,7 @@ class Interpreter {
       const double waited = std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start)
                                 .count();
+      communicator_->notePeerFailure();
       const auto timeout = communicator_->options().timeout;
       const bool timed_out =
           waited * 1000.0 >= 0.9 * static_cast<double>(timeout.count());

@@ -10,6 +10,7 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "passes/pipeline.h"
+#include "runtime/agreement.h"
 #include "runtime/communicator.h"
 #include "runtime/evaluator.h"
 #include "runtime/input_binding.h"
@@ -35,6 +36,11 @@ std::vector<int64_t> signatureOf(
                                   : -1);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
+    if (!t.defined() || t.is_nested() || t.layout() != c10::kStrided) {
+      // Refused by checkInputs; never a cached program's.
+      key.push_back(-1);
+      continue;
+    }
     key.push_back(static_cast<int64_t>(t.scalar_type()));
     key.push_back(static_cast<int64_t>(t.device().type()));
     key.push_back(t.device().index());
@@ -78,6 +84,15 @@ void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
   }
 }
 
+bool hasDeviceMesh(const Fusion& fusion) {
+  for (const TensorView* tv : fusion.allTensors()) {
+    if (tv->hasDeviceMesh()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 } // namespace
 
 FusionExecutorCache::FusionExecutorCache(Fusion& definition)
@@ -91,17 +106,11 @@ const hir::HostIrContainer* FusionExecutorCache::lastProgram() const {
   return last_ == nullptr ? nullptr : last_->hic.get();
 }
 
-FusionExecutorCache::Program& FusionExecutorCache::programFor(
+std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
     const DumpOptions& dump,
     const ExecuteOptions& options) {
-  std::vector<int64_t> key = signatureOf(inputs, options);
-  auto it = programs_.find(key);
-  if (it != programs_.end()) {
-    return *it->second;
-  }
-
   std::ostream* out = communicator.rank() == 0 ? &std::cout : nullptr;
   auto show = [&](bool wanted) { return wanted ? out : nullptr; };
 
@@ -149,7 +158,51 @@ FusionExecutorCache::Program& FusionExecutorCache::programFor(
   }
   program->evaluator =
       std::make_unique<HostIrEvaluator>(*program->hic, device, &communicator);
-  return *programs_.emplace(std::move(key), std::move(program)).first->second;
+  return program;
+}
+
+std::vector<at::Tensor> FusionExecutorCache::runNewSignature(
+    std::vector<int64_t> key,
+    const std::vector<at::Tensor>& inputs,
+    Communicator& communicator,
+    const DumpOptions& dump,
+    const ExecuteOptions& options) {
+  const std::vector<int64_t> team =
+      agreementTeam(definition_, communicator.rank(), communicator.size());
+  if (hasDeviceMesh(definition_)) {
+    // Before any check that may fail, so that the others' rendezvous
+    // completes and they learn of the failure in the agreement check.
+    communicator.join();
+  }
+  std::unique_ptr<Program> program;
+  ScalarEvaluator extents;
+  try {
+    checkInputs(definition_, inputs);
+    program = compile(inputs, communicator, dump, options);
+    // The compiled fusion's inputs carry the propagated shardings.
+    extents = bindInputs(program->hic->fusion(), inputs, communicator);
+  } catch (const UserError& e) {
+    if (!team.empty()) {
+      // The others raise it too instead of waiting for this rank.
+      RunFingerprint failed;
+      failed.error = e;
+      try {
+        agreeAcrossTeam(communicator, team, failed);
+      } catch (const std::exception&) {
+        // The store is unreachable: this rank's own error says more.
+      }
+    }
+    throw;
+  }
+  if (!team.empty()) {
+    agreeAcrossTeam(
+        communicator, team, fingerprintOf(definition_, inputs, options));
+    ++agreements_;
+  }
+  Program& stored =
+      *programs_.emplace(std::move(key), std::move(program)).first->second;
+  last_ = &stored;
+  return stored.evaluator->run(inputs, extents);
 }
 
 std::vector<at::Tensor> FusionExecutorCache::run(
@@ -157,13 +210,16 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     Communicator& communicator,
     const DumpOptions& dump,
     const ExecuteOptions& options) {
-  checkInputs(definition_, inputs);
   // mdfuser computes values, not gradients: inputs that require grad (an
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);
-  Program& program = programFor(inputs, communicator, dump, options);
+  std::vector<int64_t> key = signatureOf(inputs, options);
+  auto it = programs_.find(key);
+  if (it == programs_.end()) {
+    return runNewSignature(std::move(key), inputs, communicator, dump, options);
+  }
+  Program& program = *it->second;
   last_ = &program;
-  // The compiled fusion's inputs carry the propagated shardings.
   ScalarEvaluator extents =
       bindInputs(program.hic->fusion(), inputs, communicator);
   return program.evaluator->run(inputs, extents);

@@ -38,6 +38,11 @@ class FusionExecutorCache {
   int64_t numPrograms() const {
     return static_cast<int64_t>(programs_.size());
   }
+  // How many times this rank compared a new input signature with the other
+  // ranks of the fusion's mesh (runtime/agreement.h).
+  int64_t numAgreements() const {
+    return agreements_;
+  }
   // The host program of the most recent run; null before the first. Its
   // fusion's outputs carry the shardings the passes gave them.
   const hir::HostIrContainer* lastProgram() const;
@@ -45,7 +50,16 @@ class FusionExecutorCache {
  private:
   struct Program;
 
-  Program& programFor(
+  std::unique_ptr<Program> compile(
+      const std::vector<at::Tensor>& inputs,
+      Communicator& communicator,
+      const DumpOptions& dump,
+      const ExecuteOptions& options);
+
+  // The first run of an input signature: local checks and compilation, then
+  // the agreement check with the other ranks, before anything runs.
+  std::vector<at::Tensor> runNewSignature(
+      std::vector<int64_t> key,
       const std::vector<at::Tensor>& inputs,
       Communicator& communicator,
       const DumpOptions& dump,
@@ -54,6 +68,7 @@ class FusionExecutorCache {
   Fusion& definition_;
   std::map<std::vector<int64_t>, std::unique_ptr<Program>> programs_;
   const Program* last_ = nullptr;
+  int64_t agreements_ = 0;
 };
 
 } // namespace mdfuser

@@ -69,6 +69,28 @@ void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
     const TensorView* tv = tvs[i];
     MDF_TYPE_CHECK(t.defined(), describe(fusion, i), " is an undefined tensor");
     MDF_TYPE_CHECK(
+        !t.is_nested(),
+        describe(fusion, i),
+        " is a nested tensor; mdfuser takes dense tensors of one shape");
+    MDF_TYPE_CHECK(
+        t.layout() == c10::kStrided,
+        describe(fusion, i),
+        " has layout ",
+        t.layout(),
+        "; mdfuser takes dense (strided) tensors: pass tensor.to_dense()");
+    MDF_TYPE_CHECK(
+        !t.is_meta(),
+        describe(fusion, i),
+        " is on the meta device, which holds no values; pass a tensor on "
+        "the CPU or a GPU (materialize a model built on the meta device "
+        "first, e.g. with to_empty and its initialization)");
+    MDF_TYPE_CHECK(
+        t.is_cpu() || t.is_cuda(),
+        describe(fusion, i),
+        " is on ",
+        t.device(),
+        "; mdfuser runs on CPU and CUDA tensors");
+    MDF_TYPE_CHECK(
         t.scalar_type() == toScalarType(tv->dtype()),
         describe(fusion, i),
         " has dtype ",

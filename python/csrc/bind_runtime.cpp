@@ -169,6 +169,8 @@ void bindRuntime(py::module_& m) {
           py::arg("disable_options"),
           py::arg("backend") = py::none())
       .def_property_readonly("num_programs", &FusionExecutorCache::numPrograms)
+      .def_property_readonly(
+          "num_agreements", &FusionExecutorCache::numAgreements)
       .def(
           "compiled_outputs",
           [](const FusionExecutorCache& cache) {

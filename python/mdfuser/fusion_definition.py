@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -101,6 +102,7 @@ class _Ops:
 
     def var(self, arg, dims=None, correction=1, keepdim=False, *, dim=None, keep_dim=None):
         """Variance over `dims`, as torch.var."""
+        self._check(arg, "var")
         return self.var_mean(arg, dims, correction, keepdim, dim=dim, keep_dim=keep_dim)[0]
 
     def shape(self, arg: TensorView) -> list[Val]:
@@ -141,11 +143,16 @@ class _Ops:
 
         return nn.rms_norm(self, arg, normalized_ndim, weight, eps)
 
-    def _check(self, tv, op: str) -> None:
+    def _check(self, tv, op: str, role: str = "operand 0") -> None:
+        """TypeError unless `tv` is a TensorView; ValueError, worded as the
+        operations' own (bind_ops.cpp), when it belongs to another
+        FusionDefinition."""
         if not isinstance(tv, TensorView):
             raise TypeError(f"{op}: expected a TensorView, got {type(tv).__name__}")
         if not self._fusion.contains(tv):
-            raise ValueError(f"{op}: {tv!r} belongs to another FusionDefinition")
+            raise ValueError(
+                f"{op}: {role} {tv!r} belongs to another FusionDefinition; use values of this one"
+            )
 
 
 def _forward(name: str):
@@ -161,6 +168,16 @@ def _forward(name: str):
 for _name in dir(_C.ops):
     if not _name.startswith("_") and not hasattr(_Ops, _name):
         setattr(_Ops, _name, _forward(_name))
+
+
+def _is_dtensor(t: torch.Tensor) -> bool:
+    """Whether `t` is a DTensor; without importing torch.distributed.tensor,
+    which a DTensor's creator has imported already."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        module = sys.modules.get(name)
+        if module is not None and isinstance(t, getattr(module, "DTensor", ())):
+            return True
+    return False
 
 
 class FusionDefinition:
@@ -296,6 +313,12 @@ class FusionDefinition:
             if not isinstance(t, torch.Tensor):
                 raise TypeError(
                     f"execute: input {i} must be a torch.Tensor, got {type(t).__name__}"
+                )
+            if _is_dtensor(t):
+                raise TypeError(
+                    f"execute: input {i} is a DTensor, but execute takes this rank's local "
+                    "shards as plain tensors; pass DTensors to "
+                    "mdfuser.dtensor.FusionDefinitionWrapper, or pass t.to_local() here"
                 )
         for name, options in (
             ("_enable_options", _enable_options),

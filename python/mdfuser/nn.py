@@ -16,11 +16,13 @@ def _compute_dtype(dtype: DataType) -> DataType:
     return DataType.Float if dtype in (DataType.BFloat16, DataType.Half) else dtype
 
 
-def _check_operand(x, op: str, role: str = "input") -> None:
+def _check_operand(ops, x, op: str, role: str = "input") -> None:
     """TypeError unless `x` is a floating-point TensorView (torch refuses
-    integer normalizations too)."""
+    integer normalizations too); ValueError when it belongs to another
+    FusionDefinition than `ops`', before any operation is added."""
     if not isinstance(x, TensorView):
         raise TypeError(f"{op}: {role} must be a TensorView, got {type(x).__name__}")
+    ops._check(x, op, role)
     if x.dtype() not in _FLOATING:
         raise TypeError(
             f"{op} takes floating-point tensors, got {x.dtype().name} for {role} {x!r}; "
@@ -31,7 +33,7 @@ def _check_operand(x, op: str, role: str = "input") -> None:
 def softmax(ops, x: TensorView, dim: int) -> TensorView:
     """torch.softmax(x, dim): exp(x - max) / sum(exp(x - max)), in Float for
     Half and BFloat16 inputs."""
-    _check_operand(x, "softmax")
+    _check_operand(ops, x, "softmax")
     if isinstance(dim, bool) or not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
         raise ValueError(
             f"softmax: dim={dim!r} is out of range for a {x.ndim}-dimensional tensor "
@@ -67,10 +69,10 @@ def layer_norm(
     """torch.nn.functional.layer_norm over the last `normalized_ndim` axes,
     with optional elementwise weight and bias; in Float for Half and
     BFloat16 inputs, returned in the input's dtype."""
-    _check_operand(x, "layer_norm")
+    _check_operand(ops, x, "layer_norm")
     for role, param in (("weight", weight), ("bias", bias)):
         if param is not None:
-            _check_operand(param, "layer_norm", role)
+            _check_operand(ops, param, "layer_norm", role)
     io_dtype = x.dtype()
     compute = _compute_dtype(io_dtype)
     dims = _normalized_dims(x, normalized_ndim, "layer_norm")
@@ -93,9 +95,9 @@ def rms_norm(
 ) -> TensorView:
     """torch.nn.functional.rms_norm over the last `normalized_ndim` axes:
     x / sqrt(mean(x^2) + eps) * weight."""
-    _check_operand(x, "rms_norm")
+    _check_operand(ops, x, "rms_norm")
     if weight is not None:
-        _check_operand(weight, "rms_norm", "weight")
+        _check_operand(ops, weight, "rms_norm", "weight")
     io_dtype = x.dtype()
     compute = _compute_dtype(io_dtype)
     dims = _normalized_dims(x, normalized_ndim, "rms_norm")

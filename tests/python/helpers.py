@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -68,3 +69,56 @@ def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subproce
         text=True,
         timeout=timeout,
     )
+
+
+def start_world(
+    code: str, size: int, env: dict[str, str] | None = None, port: int | None = None
+) -> list[subprocess.Popen]:
+    """Starts `code` in `size` fresh interpreters that form one job, as
+    torchrun without its agent would start them (RANK, WORLD_SIZE, ...), on
+    `port` (default: a free one), with MDFUSER_TIMEOUT_S=10 unless `env`
+    says otherwise."""
+    base = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    base.update({"MDFUSER_PORT": str(port or free_port()), "MDFUSER_TIMEOUT_S": "10"})
+    base.update(env or {})
+    processes = []
+    for rank in range(size):
+        rank_env = dict(base, RANK=str(rank), WORLD_SIZE=str(size))
+        rank_env.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(size))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=rank_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return processes
+
+
+def finish_world(
+    processes: list[subprocess.Popen], timeout: float = 120
+) -> list[subprocess.CompletedProcess]:
+    """Waits for the processes of `start_world`; each rank's result, in rank
+    order. Ranks still running `timeout` seconds from now are killed and get
+    returncode None."""
+    deadline = time.monotonic() + timeout
+    results = []
+    for rank, process in enumerate(processes):
+        try:
+            stdout, stderr = process.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            returncode = process.returncode
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            returncode = None
+        results.append(subprocess.CompletedProcess([f"rank {rank}"], returncode, stdout, stderr))
+    return results
+
+
+def run_world(
+    code: str, size: int, env: dict[str, str] | None = None, timeout: float = 120
+) -> list[subprocess.CompletedProcess]:
+    """start_world, then finish_world."""
+    return finish_world(start_world(code, size, env), timeout)

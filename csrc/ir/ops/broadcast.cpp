@@ -112,7 +112,9 @@ TensorView* broadcastInDim(
     const std::vector<Scalar*>& shape,
     const std::vector<int64_t>& broadcast_dims) {
   ops::requireTensor(in, "broadcast_in_dim", "input");
-  ops::requireSameFusion({in}, "broadcast_in_dim");
+  std::vector<Val*> operands{in};
+  operands.insert(operands.end(), shape.begin(), shape.end());
+  ops::requireSameFusion(operands, "broadcast_in_dim");
   const std::vector<IterDomain*> ids = in->logicalNoReductions();
   const int64_t rank = static_cast<int64_t>(shape.size());
   MDF_USER_CHECK(

@@ -267,7 +267,9 @@ std::vector<ReshapeOp::Group> group(
 
 TensorView* reshape(TensorView* in, const std::vector<Scalar*>& shape) {
   ops::requireTensor(in, "reshape", "input");
-  ops::requireSameFusion({in}, "reshape");
+  std::vector<Val*> operands{in};
+  operands.insert(operands.end(), shape.begin(), shape.end());
+  ops::requireSameFusion(operands, "reshape");
   const std::vector<IterDomain*> ids = in->logicalNoReductions();
   std::vector<Scalar*> in_extents;
   for (IterDomain* id : ids) {

@@ -82,7 +82,10 @@ TensorView* slice(
     const std::vector<Scalar*>& ends,
     const std::vector<int64_t>& strides) {
   ops::requireTensor(in, "slice", "input");
-  ops::requireSameFusion({in}, "slice");
+  std::vector<Val*> operands{in};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  operands.insert(operands.end(), ends.begin(), ends.end());
+  ops::requireSameFusion(operands, "slice");
   const std::vector<IterDomain*> ids = in->logicalNoReductions();
   MDF_USER_CHECK(
       starts.size() == ids.size() && ends.size() == ids.size(),

@@ -92,6 +92,37 @@ TEST(Fusion, AddOutputChecksItsArgument) {
   EXPECT_EQ(fusion.outputs(), std::vector<TensorView*>{y});
 }
 
+TEST(Fusion, OperationsRefuseExtentsOfAnotherFusion) {
+  Fusion fusion;
+  Fusion other;
+  TensorView* x = fusion.defineTensor({-1, 4}, {}, DataType::Float);
+  TensorView* row = fusion.defineTensor({4}, {}, DataType::Float);
+  Scalar* n = other.defineTensor({-1}, {}, DataType::Float)->axis(0)->extent();
+  Scalar* four = x->axis(1)->extent();
+  EXPECT_VALUE_ERROR(
+      reshape(x, {n, four}), "reshape: i0 belongs to another fusion");
+  EXPECT_VALUE_ERROR(
+      broadcastInDim(row, {n, four}, {1}),
+      "broadcast_in_dim: i0 belongs to another fusion");
+  EXPECT_VALUE_ERROR(
+      slice(x, {constant(&fusion, 0), constant(&fusion, 0)}, {n, four}, {}),
+      "slice: i0 belongs to another fusion");
+}
+
+TEST(Fusion, EveryOperationRefusesOperandsOfAnotherFusion) {
+  // Whatever builds an operation, registering it checks its operands.
+  Fusion fusion;
+  Fusion other;
+  TensorView* x = fusion.defineTensor({4}, {}, DataType::Float);
+  TensorView* foreign = other.defineTensor({4}, {}, DataType::Float);
+  TensorView* out = set(x);
+  auto* op = fusion.create<LoadStoreOp>(out, foreign);
+  EXPECT_VALUE_ERROR(
+      op->registerAsDefinition(),
+      "set: operand 0 T0_g_float[iS0{4}] belongs to another fusion");
+  EXPECT_EQ(out->definition(), x->uses().front());
+}
+
 TEST(Fusion, AnInputCanBeAnOutput) {
   // As in nvFuser: the output is the input itself.
   Fusion fusion;

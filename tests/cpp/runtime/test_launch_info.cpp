@@ -22,6 +22,16 @@ const char* kLauncherVariables[] = {
     "LOCAL_RANK",
     "LOCAL_WORLD_SIZE",
     "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RUN_ID",
+    "OMPI_MCA_ess_base_jobid",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_STEP_NODELIST",
     "MASTER_ADDR",
     "MASTER_PORT",
     "MDFUSER_PORT",
@@ -129,6 +139,80 @@ TEST_F(LaunchInfoTest, BadPortAndTimeoutAreUserErrors) {
   EXPECT_VALUE_ERROR(
       CommunicatorOptions::fromEnvironment(),
       "MDFUSER_TIMEOUT_S must be positive");
+}
+
+TEST_F(LaunchInfoTest, RankWithoutWorldSizeIsAnError) {
+  env_.set("RANK", "1");
+  EXPECT_VALUE_ERROR(
+      LaunchInfo::fromEnvironment(),
+      "torchrun variables are set but WORLD_SIZE is missing");
+}
+
+TEST_F(LaunchInfoTest, OpenMpiAndTorchrunMustAgree) {
+  env_.set("OMPI_COMM_WORLD_RANK", "1")
+      .set("OMPI_COMM_WORLD_SIZE", "2")
+      .set("RANK", "1")
+      .set("WORLD_SIZE", "2");
+  EXPECT_EQ(LaunchInfo::fromEnvironment().launcher, "mpirun");
+  env_.set("RANK", "0").set("WORLD_SIZE", "4");
+  EXPECT_VALUE_ERROR(
+      LaunchInfo::fromEnvironment(),
+      "Open MPI says this is rank 1 of 2 (OMPI_COMM_WORLD_RANK, "
+      "OMPI_COMM_WORLD_SIZE), but torchrun's variables say RANK=0, "
+      "WORLD_SIZE=4; launch with one launcher, or unset the other's "
+      "variables");
+}
+
+TEST_F(LaunchInfoTest, ReadsSrun) {
+  env_.set("SLURM_PROCID", "5")
+      .set("SLURM_NTASKS", "8")
+      .set("SLURM_LOCALID", "1")
+      .set("SLURM_TASKS_PER_NODE", "4(x2)")
+      .set("SLURM_JOB_ID", "77")
+      .set("SLURM_STEP_ID", "3")
+      .set("SLURM_STEP_NODELIST", "gpu[07-08]")
+      .set("SLURM_JOB_NODELIST", "gpu[01-08]");
+  LaunchInfo info = LaunchInfo::fromEnvironment();
+  EXPECT_EQ(info.launcher, "srun");
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.size, 8);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_size, 4);
+  EXPECT_EQ(info.jobString(), "srun job 77.3 of 8 ranks");
+  // The store runs on the step's first host, unless MASTER_ADDR says.
+  EXPECT_EQ(CommunicatorOptions::fromEnvironment().master_addr, "gpu07");
+  env_.set("MASTER_ADDR", "head");
+  EXPECT_EQ(CommunicatorOptions::fromEnvironment().master_addr, "head");
+  env_.set("SLURM_NTASKS", "");
+  EXPECT_VALUE_ERROR(
+      LaunchInfo::fromEnvironment(),
+      "SLURM variables are set but SLURM_NTASKS is missing");
+}
+
+TEST_F(LaunchInfoTest, TorchrunAndOpenMpiWinOverSrun) {
+  // torchrun or mpirun inside an srun step: SLURM's variables describe
+  // the step's tasks, not the processes of the job.
+  env_.set("SLURM_PROCID", "0").set("SLURM_NTASKS", "1");
+  env_.set("RANK", "3").set("WORLD_SIZE", "4").set("TORCHELASTIC_RUN_ID", "x");
+  LaunchInfo info = LaunchInfo::fromEnvironment();
+  EXPECT_EQ(info.launcher, "torchrun");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.jobString(), "torchrun job x of 4 ranks");
+  env_.unset("RANK").unset("WORLD_SIZE");
+  env_.set("OMPI_COMM_WORLD_RANK", "2").set("OMPI_COMM_WORLD_SIZE", "3");
+  env_.set("OMPI_MCA_ess_base_jobid", "99");
+  info = LaunchInfo::fromEnvironment();
+  EXPECT_EQ(info.launcher, "mpirun");
+  EXPECT_EQ(info.jobString(), "mpirun job 99 of 3 ranks");
+}
+
+TEST_F(LaunchInfoTest, FirstHostOfASlurmNodeList) {
+  EXPECT_EQ(firstHostOf("node7"), "node7");
+  EXPECT_EQ(firstHostOf("node7,node9"), "node7");
+  EXPECT_EQ(firstHostOf("node[03-05,9],gpu1"), "node03");
+  EXPECT_EQ(firstHostOf("rack[2,4]-n[10-11]"), "rack2-n10");
+  EXPECT_VALUE_ERROR(firstHostOf("node[3"), "malformed SLURM node list");
+  EXPECT_VALUE_ERROR(firstHostOf(""), "malformed SLURM node list");
 }
 
 } // namespace

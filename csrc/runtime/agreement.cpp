@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/agreement.h"
+
+#include <set>
+#include <sstream>
+
+#include <c10/core/DeviceType.h>
+
+#include "runtime/communicator.h"
+
+namespace mdfuser {
+
+namespace {
+
+// Strings travel length-prefixed: "<length>:<bytes>".
+void put(std::string& out, const std::string& s) {
+  out += std::to_string(s.size());
+  out += ':';
+  out += s;
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& text) : text_(text) {}
+
+  bool done() const {
+    return pos_ == text_.size();
+  }
+  char character() {
+    MDF_CHECK(pos_ < text_.size(), "truncated fingerprint");
+    return text_[pos_++];
+  }
+  std::string string() {
+    const size_t colon = text_.find(':', pos_);
+    MDF_CHECK(colon != std::string::npos, "malformed fingerprint");
+    const size_t length = std::stoull(text_.substr(pos_, colon - pos_));
+    MDF_CHECK(colon + 1 + length <= text_.size(), "truncated fingerprint");
+    std::string s = text_.substr(colon + 1, length);
+    pos_ = colon + 1 + length;
+    return s;
+  }
+
+ private:
+  const std::string& text_;
+  size_t pos_ = 0;
+};
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> result;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    // Without the indentation, for messages.
+    const size_t start = line.find_first_not_of(' ');
+    result.push_back(
+        start == std::string::npos ? std::string() : line.substr(start));
+  }
+  return result;
+}
+
+std::string describeDifference(
+    const RunFingerprint::Field& field,
+    const std::string& other,
+    int64_t rank,
+    int64_t other_rank) {
+  switch (field.kind) {
+    case RunFingerprint::Kind::kDefinition: {
+      const std::vector<std::string> a = lines(field.value);
+      const std::vector<std::string> b = lines(other);
+      size_t i = 0;
+      while (i < a.size() && i < b.size() && a[i] == b[i]) {
+        ++i;
+      }
+      auto line = [&](const std::vector<std::string>& ls) {
+        return i < ls.size() ? "`" + ls[i] + "`" : std::string("missing");
+      };
+      return detail::concat(
+          "the fusion definitions differ between rank ",
+          rank,
+          " and rank ",
+          other_rank,
+          ": line ",
+          i + 1,
+          " is ",
+          line(a),
+          " on rank ",
+          rank,
+          " and ",
+          line(b),
+          " on rank ",
+          other_rank,
+          "; every rank of the fusion's mesh must define the same fusion, "
+          "schedule included");
+    }
+    case RunFingerprint::Kind::kOption:
+      return detail::concat(
+          "the execute options differ: ",
+          field.what,
+          "=",
+          field.value,
+          " on rank ",
+          rank,
+          " and ",
+          field.what,
+          "=",
+          other,
+          " on rank ",
+          other_rank,
+          "; every rank of the fusion's mesh must pass the same options");
+    case RunFingerprint::Kind::kInput:
+      return detail::concat(
+          field.what,
+          " ",
+          field.value,
+          " on rank ",
+          rank,
+          " and ",
+          other,
+          " on rank ",
+          other_rank,
+          "; every rank of the fusion's mesh must pass shards of the same "
+          "shapes, dtypes and device types");
+  }
+  MDF_UNREACHABLE("unknown fingerprint field");
+}
+
+std::string shapeString(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    s += (i > 0 ? ", " : "") + std::to_string(sizes[i]);
+  }
+  return s + "]";
+}
+
+} // namespace
+
+std::string RunFingerprint::encode() const {
+  std::string out;
+  if (error.has_value()) {
+    out += 'E';
+    out += error->kind() == UserError::Kind::kType ? 'T' : 'V';
+    put(out, error->what());
+  }
+  for (const Field& field : fields) {
+    out += static_cast<char>(field.kind);
+    put(out, field.what);
+    put(out, field.value);
+  }
+  return out;
+}
+
+RunFingerprint RunFingerprint::decode(const std::string& text) {
+  RunFingerprint print;
+  Reader in(text);
+  while (!in.done()) {
+    const char tag = in.character();
+    if (tag == 'E') {
+      const UserError::Kind kind = in.character() == 'T'
+                                       ? UserError::Kind::kType
+                                       : UserError::Kind::kValue;
+      print.error.emplace(kind, in.string());
+      continue;
+    }
+    MDF_CHECK(
+        tag == static_cast<char>(Kind::kDefinition) ||
+            tag == static_cast<char>(Kind::kOption) ||
+            tag == static_cast<char>(Kind::kInput),
+        "malformed fingerprint field '",
+        tag,
+        "'");
+    Field field{static_cast<Kind>(tag), in.string(), ""};
+    field.value = in.string();
+    print.fields.push_back(std::move(field));
+  }
+  return print;
+}
+
+RunFingerprint fingerprintOf(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const ExecuteOptions& options) {
+  using Kind = RunFingerprint::Kind;
+  RunFingerprint print;
+  print.fields.push_back({Kind::kDefinition, "", definition.toString()});
+  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  print.fields.push_back(
+      {Kind::kOption, "inplace_allreduce", flag(options.inplace_allreduce)});
+  print.fields.push_back(
+      {Kind::kOption,
+       "compute_on_main_stream",
+       flag(options.compute_on_main_stream)});
+  print.fields.push_back(
+      {Kind::kOption, "alias_layout_ops", flag(options.alias_layout_ops)});
+  print.fields.push_back(
+      {Kind::kOption,
+       "backend",
+       options.backend.has_value()
+           ? std::string(hir::backendName(*options.backend))
+           : std::string("default")});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    const std::string input =
+        i < definition.inputs().size()
+            ? detail::concat(
+                  "input ", i, " (T", definition.inputs()[i]->name(), ")")
+            : detail::concat("input ", i);
+    print.fields.push_back(
+        {Kind::kInput, input + " has shape", shapeString(t.sizes())});
+    print.fields.push_back(
+        {Kind::kInput,
+         input + " has dtype",
+         std::string(c10::toString(t.scalar_type()))});
+    print.fields.push_back(
+        {Kind::kInput,
+         input + " is on a device of type",
+         c10::DeviceTypeName(t.device().type(), /*lower_case=*/true)});
+  }
+  return print;
+}
+
+std::vector<int64_t> agreementTeam(
+    const Fusion& definition, int64_t rank, int64_t world_size) {
+  if (world_size < 2) {
+    return {};
+  }
+  std::set<int64_t> devices;
+  for (const TensorView* tv : definition.allTensors()) {
+    if (tv->hasDeviceMesh()) {
+      const std::vector<int64_t>& mesh = tv->deviceMesh()->devices();
+      devices.insert(mesh.begin(), mesh.end());
+    }
+  }
+  if (devices.size() < 2 || devices.count(rank) == 0) {
+    return {};
+  }
+  return {devices.begin(), devices.end()};
+}
+
+std::optional<UserError> disagreement(
+    const std::vector<int64_t>& team,
+    const std::vector<RunFingerprint>& prints) {
+  MDF_CHECK_EQ(team.size(), prints.size());
+  for (size_t r = 0; r < team.size(); ++r) {
+    if (prints[r].error.has_value()) {
+      return UserError(
+          prints[r].error->kind(),
+          detail::concat("rank ", team[r], ": ", prints[r].error->what()));
+    }
+  }
+  const RunFingerprint& first = prints.front();
+  for (size_t r = 1; r < team.size(); ++r) {
+    const RunFingerprint& other = prints[r];
+    const size_t n = std::min(first.fields.size(), other.fields.size());
+    for (size_t f = 0; f < n; ++f) {
+      const RunFingerprint::Field& a = first.fields[f];
+      const RunFingerprint::Field& b = other.fields[f];
+      MDF_CHECK(
+          a.kind == b.kind && a.what == b.what,
+          "fingerprints of ranks ",
+          team.front(),
+          " and ",
+          team[r],
+          " compare different properties: ",
+          a.what,
+          " and ",
+          b.what);
+      if (a.value != b.value) {
+        return UserError(
+            UserError::Kind::kValue,
+            describeDifference(a, b.value, team.front(), team[r]));
+      }
+    }
+    // Equal definitions take equal numbers of inputs, and each rank checked
+    // its own count.
+    MDF_CHECK_EQ(first.fields.size(), other.fields.size());
+  }
+  return std::nullopt;
+}
+
+void agreeAcrossTeam(
+    Communicator& communicator,
+    const std::vector<int64_t>& team,
+    const RunFingerprint& mine) {
+  std::vector<std::string> encoded;
+  try {
+    encoded = communicator.exchange(
+        team,
+        mine.encode(),
+        "the agreement check of execute",
+        /*post_only=*/mine.error.has_value());
+  } catch (const CommunicationError& e) {
+    if (!e.timedOut()) {
+      throw;
+    }
+    throw CommunicationError(
+        detail::concat(
+            e.what(),
+            ". The ranks of a fusion's mesh compare the fusion and their "
+            "inputs the first time each runs a new input signature; a rank "
+            "that does not take part did not call execute on this fusion, "
+            "or had run these inputs' signature before while this rank had "
+            "not: the ranks disagree about what they run"),
+        /*timed_out=*/true);
+  }
+  if (mine.error.has_value()) {
+    return;
+  }
+  std::vector<RunFingerprint> prints;
+  prints.reserve(encoded.size());
+  for (const std::string& text : encoded) {
+    prints.push_back(RunFingerprint::decode(text));
+  }
+  if (std::optional<UserError> error = disagreement(team, prints)) {
+    throw *error;
+  }
+}
+
+} // namespace mdfuser

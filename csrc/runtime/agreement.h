@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "ir/errors.h"
+#include "ir/fusion.h"
+#include "runtime/options.h"
+
+namespace mdfuser {
+
+class Communicator;
+
+// The agreement check. The collectives of a host program only meet when
+// every rank runs the same program on shards of the same shapes; when they
+// do not, the collective library aborts the process or waits until its
+// timeout. So the first time a rank runs a fusion with a new input
+// signature, the ranks of the fusion's meshes exchange what each is about
+// to run, through the rendezvous store, and every rank raises the same user
+// error when they differ. Signatures seen before run without it.
+
+// What one rank is about to run: the fusion as defined, the execute options
+// and each input's shape, dtype and device type (strides may differ: each
+// rank's program reads its own layout), or the user error its own checks
+// raised.
+struct RunFingerprint {
+  enum class Kind : char { kDefinition = 'D', kOption = 'O', kInput = 'I' };
+  struct Field {
+    Kind kind;
+    // kDefinition: unused; kOption: the option's name; kInput: the input
+    // and property, e.g. "input 0 (T0) has shape".
+    std::string what;
+    std::string value;
+  };
+  std::vector<Field> fields;
+  std::optional<UserError> error;
+
+  std::string encode() const;
+  // Internal error on a malformed string.
+  static RunFingerprint decode(const std::string& text);
+};
+
+RunFingerprint fingerprintOf(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const ExecuteOptions& options);
+
+// The ranks that must agree before `rank` runs `definition`: every device
+// of its meshes, in rank order. Empty when there is nothing to agree on:
+// a world of one process, fewer than two devices, or a rank outside them.
+std::vector<int64_t> agreementTeam(
+    const Fusion& definition, int64_t rank, int64_t world_size);
+
+// The error every rank raises for the fingerprints of `team` (one per rank,
+// in team order): the error of the lowest rank that raised one, else the
+// first difference from the lowest rank's fingerprint, naming both ranks
+// and both values. None when they agree.
+std::optional<UserError> disagreement(
+    const std::vector<int64_t>& team,
+    const std::vector<RunFingerprint>& prints);
+
+// Exchanges `mine` among `team` and throws the disagreement, if any. With
+// an error in `mine`, posts it for the others and returns without waiting:
+// the caller raises it.
+void agreeAcrossTeam(
+    Communicator& communicator,
+    const std::vector<int64_t>& team,
+    const RunFingerprint& mine);
+
+} // namespace mdfuser

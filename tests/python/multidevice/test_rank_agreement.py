@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: MIT
+"""Ranks that disagree about what they run.
+
+The first time a rank runs a fusion with a new input signature, the ranks
+of the fusion's mesh compare the fusion, the execute options and their
+inputs' shapes, dtypes and devices. A difference, or a user error on one
+rank, ends in the same error on every rank, naming the ranks and their
+values, before any collective: never a crash or a hang inside the
+collective library.
+
+Every test here runs the row-parallel linear on the first two ranks
+(mesh {0 1}); ranks beyond them take no part.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from helpers import row_parallel_linear
+
+from mdfuser import DataType, FusionDefinition
+
+
+def fusion(multidevice_test, s: int = 2, h: int = 8):
+    multidevice_test.require(2)
+    return row_parallel_linear(2, s, h, dtype=multidevice_test.mdfuser_dtype)
+
+
+def shards(multidevice_test, fd, rows: int, h: int = 8):
+    """This rank's shards of a `rows` x 4h input and the h x 4h weight."""
+    inp_tv, w_tv = fd.fusion.inputs()
+    inp = torch.ones(rows, 4 * h, dtype=multidevice_test.dtype)
+    w = torch.ones(h, 4 * h, dtype=multidevice_test.dtype)
+    return [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
+
+
+def rows_of(rank: int, rows: dict[int, int]) -> int:
+    return rows.get(rank, rows[0])
+
+
+def run_outside_the_mesh(multidevice_test, fd, inputs) -> None:
+    """Ranks beyond the mesh take no part in the check: they run the fusion
+    and get an empty output, whatever the ranks of the mesh do."""
+    assert multidevice_test.rank >= 2
+    (out,) = fd.execute(inputs)
+    assert out.numel() == 0
+    assert fd._cache.num_agreements == 0
+
+
+@pytest.mark.parametrize(
+    "rows, shapes",
+    [
+        ({0: 12, 1: 9}, "[12, 16] on rank 0 and [9, 16] on rank 1"),
+        ({0: 0, 1: 12}, "[0, 16] on rank 0 and [12, 16] on rank 1"),
+        ({0: 12, 1: 0}, "[12, 16] on rank 0 and [0, 16] on rank 1"),
+    ],
+    ids=["12-and-9-rows", "0-rows-on-rank-0", "0-rows-on-rank-1"],
+)
+def test_different_shard_shapes_raise_on_every_rank(multidevice_test, rows, shapes):
+    fd = fusion(multidevice_test)
+    inputs = shards(multidevice_test, fd, rows_of(multidevice_test.rank, rows))
+    if multidevice_test.rank >= 2:
+        return run_outside_the_mesh(multidevice_test, fd, inputs)
+    with pytest.raises(ValueError, match=re.escape(f"input 0 (T0) has shape {shapes}")):
+        fd.execute(inputs)
+
+
+def test_different_stream_chunk_counts_raise_on_every_rank(multidevice_test):
+    s = 2 if multidevice_test.rank == 0 else 3
+    fd = fusion(multidevice_test, s=s)
+    inputs = shards(multidevice_test, fd, 12)
+    if multidevice_test.rank >= 2:
+        return run_outside_the_mesh(multidevice_test, fd, inputs)
+    with pytest.raises(
+        ValueError,
+        match=r"the fusion definitions differ between rank 0 and rank 1: line \d+ is "
+        r".*\{2\}.* on rank 0 and .*\{3\}.* on rank 1",
+    ):
+        fd.execute(inputs)
+
+
+def test_different_execute_options_raise_on_every_rank(multidevice_test):
+    fd = fusion(multidevice_test)
+    inputs = shards(multidevice_test, fd, 12)
+    if multidevice_test.rank >= 2:
+        return run_outside_the_mesh(multidevice_test, fd, inputs)
+    disabled = ["inplace_allreduce"] if multidevice_test.rank == 1 else []
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "the execute options differ: inplace_allreduce=1 on rank 0 and "
+            "inplace_allreduce=0 on rank 1"
+        ),
+    ):
+        fd.execute(inputs, _disable_options=disabled)
+
+
+def test_a_user_error_on_one_rank_is_raised_on_every_rank(multidevice_test):
+    fd = fusion(multidevice_test)
+    inputs = shards(multidevice_test, fd, 12)
+    if multidevice_test.rank >= 2:
+        return run_outside_the_mesh(multidevice_test, fd, inputs)
+    if multidevice_test.rank == 1:
+        inputs[1] = inputs[1].to(torch.float64)
+    with pytest.raises(
+        TypeError, match=re.escape("input 1 (T1) has dtype Double but was defined as")
+    ) as error:
+        fd.execute(inputs)
+    if multidevice_test.rank == 0:
+        assert str(error.value).startswith("rank 1: input 1 (T1)")
+
+
+def test_ranks_run_again_after_they_disagreed(multidevice_test):
+    fd = fusion(multidevice_test)
+    if multidevice_test.rank < 2:
+        bad = shards(multidevice_test, fd, 12 if multidevice_test.rank == 0 else 9)
+        with pytest.raises(ValueError, match="has shape"):
+            fd.execute(bad)
+    (out,) = fd.execute(shards(multidevice_test, fd, 12))
+    if multidevice_test.rank < 2:
+        assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
+    assert fd._cache.num_programs == 1
+
+
+def test_agreeing_ranks_compare_once_per_signature(multidevice_test):
+    fd = fusion(multidevice_test)
+    for rows in (12, 12, 6, 12):
+        (out,) = fd.execute(shards(multidevice_test, fd, rows))
+    assert fd._cache.num_programs == 2
+    assert fd._cache.num_agreements == (2 if multidevice_test.rank < 2 else 0)
+    if multidevice_test.rank < 2:
+        assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
+
+
+def test_a_fusion_without_a_mesh_is_not_compared(multidevice_test):
+    # Without a mesh every rank runs the fusion on its own tensors: shapes
+    # may differ and nothing is exchanged.
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 4], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(x, 2.0))
+    rows = 3 + multidevice_test.rank
+    x = torch.arange(rows * 4, dtype=torch.float32).reshape(rows, 4)
+    (out,) = fd.execute([x])
+    assert torch.equal(out, x * 2)
+    assert fd._cache.num_agreements == 0
+
+
+def test_an_input_mdfuser_cannot_run_on_one_rank_is_refused_on_every_rank(multidevice_test):
+    fd = fusion(multidevice_test)
+    inputs = shards(multidevice_test, fd, 12)
+    if multidevice_test.rank >= 2:
+        return run_outside_the_mesh(multidevice_test, fd, inputs)
+    if multidevice_test.rank == 1:
+        inputs[0] = torch.empty_like(inputs[0], device="meta")
+    with pytest.raises(TypeError, match=re.escape("input 0 (T0) is on the meta device")) as error:
+        fd.execute(inputs)
+    if multidevice_test.rank == 0:
+        assert str(error.value).startswith("rank 1: input 0 (T0)")

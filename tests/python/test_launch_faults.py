@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: MIT
+"""Faults of the store and the launcher, in jobs of fresh processes with
+bounded wall time: each ends promptly with a message naming the rank, the
+operation and what to do."""
+
+from __future__ import annotations
+
+import time
+
+from helpers import finish_world, free_port, start_world
+
+# An allgather on every rank of the job. Each rank runs the steps of
+# STEPS[rank]: "run" executes it, "new" executes it with a new input
+# signature, "die" exits at once (no shutdown), "sleep" waits a second.
+SCRIPT = """
+import os, sys, time, torch
+from mdfuser import FusionDefinition, ParallelType
+from mdfuser.multidevice import Communicator, DeviceMesh, shard_tensor
+comm = Communicator.instance()
+mesh = list(range(comm.size()))
+with FusionDefinition() as fd:
+    x = fd.define_tensor([-1, 4])
+    y = fd.ops.set(x)
+    fd.add_output(y)
+    for tv in (x, y):
+        tv.set_device_mesh(DeviceMesh(mesh))
+    x.outer_split(0, len(mesh))
+    x.axis(0).parallelize(ParallelType.mesh_x)
+steps = {steps!r}[comm.rank()]
+for step in steps:
+    if step == "die":
+        os._exit(3)
+    if step == "sleep":
+        time.sleep(1)
+        continue
+    rows = 2 if step == "run" else 3
+    full = torch.arange(rows * 4.0 * len(mesh)).reshape(-1, 4)
+    try:
+        (out,) = fd.execute([shard_tensor(full, x)])
+        assert torch.equal(out, full)
+        print("ok", flush=True)
+    except Exception as e:
+        print(type(e).__name__ + ": " + str(e), flush=True)
+        sys.exit(1)
+"""
+
+
+def test_losing_the_store_host_names_the_rank_and_the_operation():
+    port = free_port()
+    start = time.monotonic()
+    world = start_world(
+        SCRIPT.format(steps=[["run", "die"], ["run", "sleep", "new"]]),
+        2,
+        {"MDFUSER_TIMEOUT_S": "30"},
+        port,
+    )
+    results = finish_world(world)
+    assert results[0].returncode == 3
+    assert results[1].returncode == 1, results[1].stderr
+    last = results[1].stdout.splitlines()[-1]
+    assert last.startswith(
+        f"RuntimeError: rank 1 lost the rendezvous store at localhost:{port} (served by "
+        "rank 0) in the agreement check of execute with team (0 1); rank 0 has probably "
+        "exited, see its error:"
+    ), results[1].stdout
+    # Neither the failure nor the shutdown waits for the timeout.
+    assert time.monotonic() - start < 25
+
+
+def test_a_survivor_of_a_dead_peer_does_not_linger_in_shutdown():
+    start = time.monotonic()
+    results = finish_world(
+        start_world(
+            SCRIPT.format(steps=[["run", "sleep", "run"], ["run", "die"]]),
+            2,
+            {"MDFUSER_TIMEOUT_S": "30"},
+        )
+    )
+    assert results[1].returncode == 3
+    assert results[0].returncode == 1
+    last = results[0].stdout.splitlines()[-1]
+    assert last.startswith("RuntimeError: rank 0 failed waiting"), results[0].stdout
+    assert "with team (0 1)" in last
+    # Before: the survivor waited the whole timeout for its dead peer in
+    # shutdown, after the collective had failed.
+    assert time.monotonic() - start < 25
+
+
+def test_a_second_job_on_a_running_jobs_port_does_not_join_it():
+    port = free_port()
+    first = start_world(
+        SCRIPT.format(steps=[["run"] + ["sleep"] * 5, ["run"] + ["sleep"] * 5]),
+        2,
+        {"TORCHELASTIC_RUN_ID": "first"},
+        port,
+    )
+    # The first job is up and holds the port once its ranks ran.
+    assert [process.stdout.readline().strip() for process in first] == ["ok", "ok"]
+    start = time.monotonic()
+    second = finish_world(
+        start_world(
+            SCRIPT.format(steps=[["run"], ["run"]]), 2, {"TORCHELASTIC_RUN_ID": "second"}, port
+        ),
+        timeout=60,
+    )
+    assert time.monotonic() - start < 9  # promptly, not after the 10 s timeout
+    assert "is the port in use? set MDFUSER_PORT or MASTER_PORT" in second[0].stdout, second[0]
+    assert second[1].stdout.strip() == (
+        f"RuntimeError: rank 1 (torchrun job second of 2 ranks) reached the rendezvous "
+        f"store at localhost:{port}, but it serves another job (torchrun job first of 2 "
+        "ranks): another job is running on this port. Give this job a free port with "
+        "MDFUSER_PORT (or MASTER_PORT)"
+    )
+    # The first job did not notice.
+    assert [r.returncode for r in finish_world(first)] == [0, 0]
