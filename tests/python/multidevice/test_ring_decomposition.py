@@ -300,9 +300,9 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
 
 def test_a_neighbour_that_never_joins_is_a_bounded_error(multidevice_test):
     """A child job of the same size whose last rank, after a first
-    execution, never runs the ring: the others fail within
-    MDFUSER_TIMEOUT_S, naming their rank and the CollectivePermute, instead
-    of hanging."""
+    execution of the ring (in which the ranks agree on the program), never
+    runs it again: the others fail within MDFUSER_TIMEOUT_S, naming their
+    rank and the CollectivePermute, instead of hanging."""
     test = multidevice_test
     test.require(2)
     base = int(os.environ.get("MDFUSER_PORT", os.environ.get("MASTER_PORT", "29500")))
@@ -316,12 +316,13 @@ comm = Communicator.instance()
 fd = row_parallel_linear(comm.size(), 1, 4)
 full = torch.ones(4, 16, dtype=torch.bfloat16)
 args = [shard_tensor(full, tv) for tv in fd.fusion.inputs()]
-fd.execute(args)  # every rank joins the job
+ring = ["ring_decomposition"]
+fd.execute(args, _enable_options=ring)  # every rank joins and agrees
 if comm.rank() == comm.size() - 1:
     time.sleep(4)
     sys.exit(0)
 try:
-    fd.execute(args, _enable_options=["ring_decomposition"])
+    fd.execute(args, _enable_options=ring)
 except Exception as e:
     print(type(e).__name__, e)
     sys.exit(3)
