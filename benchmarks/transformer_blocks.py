@@ -58,8 +58,8 @@ BLOCKS = ("mlp", "attention", "layer")
 MODES = ("tp", "sp")
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "x_streams", "x_no_ovl", "max_err"]
 WIDTHS = [17, 3, 11, 9, 9, 11, 10, 10]
-HOST_COLUMNS = ["block", "mode", "s", "ops", "execute_us", "us/op", "cpu_us/op"]
-HOST_WIDTHS = [10, 5, 3, 6, 12, 8, 10]
+HOST_COLUMNS = ["block", "mode", "variant", "s", "ops", "execute_us", "us/op", "cpu_us/op"]
+HOST_WIDTHS = [10, 5, 8, 3, 6, 12, 8, 10]
 
 
 @dataclass
@@ -581,6 +581,49 @@ class Run:
             host_us_per_op=statistics.median(wall) / ops,
             host_cpu_us_per_op=statistics.median(cpu) / ops,
         )
+        if self.cuda:
+            self.torch_host_overhead(case, full)
+
+    def torch_host_overhead(self, case: Case, full: dict) -> None:
+        """The reference's host time per CUDA kernel it launches, on the same
+        tiny shape: what one ATen call costs the host on this machine, the
+        floor of a host-IR statement that runs one."""
+        d, rank = self.d, self.rank
+        w = local_weights(full, d, rank)
+        x = local_tokens(full["x"], d, rank) if case.mode == "sp" else full["x"]
+        run = torch_no_overlap(reference(case, w, d), x)
+
+        def measure():
+            for _ in range(5):
+                run()
+            self.timer.sync()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                run()
+                self.timer.sync()
+            kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA")
+            wall, cpu = [], []
+            for _ in range(self.args.host_iters):
+                self.timer.sync()
+                start, start_cpu = time.perf_counter(), time.thread_time()
+                run()
+                cpu.append((time.thread_time() - start_cpu) * 1e6)
+                wall.append((time.perf_counter() - start) * 1e6)
+            return kernels, wall, cpu
+
+        measured, error = self.attempt(f"{case.block} {case.mode} torch host overhead", measure)
+        if error or not measured[0]:
+            self.record(case, "host_overhead_torch", 1, [], error=error or "no kernels seen")
+            return
+        kernels, wall, cpu = measured
+        self.record(
+            case,
+            "host_overhead_torch",
+            1,
+            [t / 1e3 for t in wall],
+            host_ir_ops=kernels,
+            host_us_per_op=statistics.median(wall) / kernels,
+            host_cpu_us_per_op=statistics.median(cpu) / kernels,
+        )
 
 
 def add_ratios(rows: list[Result]) -> None:
@@ -655,13 +698,15 @@ def print_host_overhead(rows: list[Result]) -> None:
     table = []
     for r in rows:
         block = r.benchmark.removeprefix("transformer_")
+        variant = "torch" if r.variant == "host_overhead_torch" else "mdfuser"
         if r.median_ms is None:
-            table.append([block, r.mode, str(r.num_chunks), "FAILED", "", "", ""])
+            table.append([block, r.mode, variant, str(r.num_chunks), "FAILED", "", "", ""])
             continue
         table.append(
             [
                 block,
                 r.mode,
+                variant,
                 str(r.num_chunks),
                 str(r.host_ir_ops),
                 f"{r.median_ms * 1e3:.1f}",
@@ -670,7 +715,8 @@ def print_host_overhead(rows: list[Result]) -> None:
             ]
         )
     title = (
-        f"host overhead: fd.execute's host time per host-IR statement run, tiny shapes, "
+        f"host overhead: fd.execute's host time per host-IR statement run (torch: the "
+        f"reference's per CUDA kernel launched), tiny shapes, "
         f"d={rows[0].world_size}, median of rank 0's calls on {rows[0].device}"
     )
     print_table(title, HOST_COLUMNS, HOST_WIDTHS, table)
@@ -763,7 +809,7 @@ def main() -> None:
                 case = Case(block, mode, 64, tokens, None if block == "mlp" else tiny)
                 run.host_overhead(case, s)
         if run.rank == 0:
-            print_host_overhead([r for r in run.results if r.variant == "host_overhead"])
+            print_host_overhead([r for r in run.results if r.variant.startswith("host_overhead")])
 
     if run.rank == 0 and args.json:
         write_json(args.json, run.results)
