@@ -77,8 +77,11 @@ def layer_norm(
     compute = _compute_dtype(io_dtype)
     dims = _normalized_dims(x, normalized_ndim, "layer_norm")
     xf = ops.cast(x, compute) if compute != io_dtype else x
-    var, mean = ops.var_mean(xf, dims, correction=0, keepdim=True)
-    y = ops.mul(ops.sub(xf, mean), ops.rsqrt(ops.add(var, eps)))
+    # The variance from the centred values the result needs anyway
+    # (var_mean would compute x - mean a second time).
+    centred = ops.sub(xf, ops.mean(xf, dims, keepdim=True))
+    var = ops.mean(ops.mul(centred, centred), dims, keepdim=True)
+    y = ops.mul(centred, ops.rsqrt(ops.add(var, eps)))
     if weight is not None:
         y = ops.mul(y, ops.cast(weight, compute) if weight.dtype() != compute else weight)
     if bias is not None:
