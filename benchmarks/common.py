@@ -69,6 +69,38 @@ class Timer:
         self.sync()
         return [start.elapsed_time(end) for start, end in events]
 
+    def interleaved(self, fns: list) -> list[list[float]]:
+        """Times each of `fns` per iteration, taking turns: iteration i runs
+        every fn once, starting at fn i mod n, so that a GPU whose clock
+        drifts over the run (power, heat) slows every variant alike rather
+        than the ones timed last."""
+        for fn in fns:
+            for _ in range(self.warmup):
+                fn()
+        self.sync()
+        n = len(fns)
+        if not self.cuda:
+            times = [[] for _ in fns]
+            for i in range(self.iters):
+                for k in range(n):
+                    j = (i + k) % n
+                    start = time.perf_counter()
+                    fns[j]()
+                    times[j].append((time.perf_counter() - start) * 1e3)
+            self.sync()
+            return times
+        events = [[] for _ in fns]
+        for i in range(self.iters):
+            for k in range(n):
+                j = (i + k) % n
+                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                start.record()
+                fns[j]()
+                end.record()
+                events[j].append((start, end))
+        self.sync()
+        return [[start.elapsed_time(end) for start, end in pairs] for pairs in events]
+
 
 def init_distributed(device_type: str, high_priority: bool = False) -> torch.device:
     """Maps mpirun's variables to torch's, then starts torch.distributed."""

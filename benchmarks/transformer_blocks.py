@@ -491,6 +491,7 @@ class Run:
         timed.append(("comm_only", 1, communication_only(case, x_ref, d)))
 
         rows = []
+        checked = []
         for variant, s, run in timed:
             err = errors.get((variant, s))
             if err is not None and not err <= TOLERANCE:  # NaN fails too
@@ -498,9 +499,15 @@ class Run:
                 self.failures.append(f"{name} {variant} s={s}: {message}")
                 rows.append(self.record(case, variant, s, [], max_rel_err=err, error=message))
                 continue
-            label = f"{name} {variant} s={s} timing"
-            times, error = self.attempt(label, lambda r=run: self.timer(r))
-            rows.append(self.record(case, variant, s, times or [], max_rel_err=err, error=error))
+            checked.append((variant, s, run, err))
+        # Timed taking turns, so that clock drift does not favour the
+        # variants timed first.
+        times, error = self.attempt(
+            f"{name} timing", lambda: self.timer.interleaved([c[2] for c in checked])
+        )
+        for k, (variant, s, _, err) in enumerate(checked):
+            measured = times[k] if times else []
+            rows.append(self.record(case, variant, s, measured, max_rel_err=err, error=error))
         add_ratios(rows)
         if rank == 0:
             print_results(rows, "CUDA events" if self.cuda else "time.perf_counter (CPU, Gloo)")
