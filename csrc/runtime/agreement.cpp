@@ -191,6 +191,10 @@ RunFingerprint fingerprintOf(
   print.fields.push_back(
       {Kind::kOption, "alias_layout_ops", flag(options.alias_layout_ops)});
   print.fields.push_back(
+      {Kind::kOption, "fuse_layer_norms", flag(options.fuse_layer_norms)});
+  print.fields.push_back(
+      {Kind::kOption, "ring_decomposition", flag(options.ring_decomposition)});
+  print.fields.push_back(
       {Kind::kOption,
        "backend",
        options.backend.has_value()

@@ -30,6 +30,7 @@ std::vector<int64_t> signatureOf(
   key.push_back(options.inplace_allreduce ? 1 : 0);
   key.push_back(options.compute_on_main_stream ? 1 : 0);
   key.push_back(options.alias_layout_ops ? 1 : 0);
+  key.push_back(options.fuse_layer_norms ? 1 : 0);
   key.push_back(options.ring_decomposition ? 1 : 0);
   key.push_back(
       options.backend.has_value() ? static_cast<int64_t>(*options.backend)
@@ -150,6 +151,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
       {.dump_after_each_pass = show(dump.host_ir_passes),
        .inplace_allreduce = options.inplace_allreduce,
        .alias_layout_ops = options.alias_layout_ops,
+       .fuse_layer_norms = options.fuse_layer_norms,
        .stream_schedule = options.compute_on_main_stream
                               ? hir::StreamSchedule::kCommunicationPerStream
                               : hir::StreamSchedule::kIterationPerStream});

@@ -37,6 +37,7 @@
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/native_layer_norm.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/pow.h>
@@ -230,6 +231,28 @@ void catKernel(KernelCall& call) {
     ins.push_back(expanded(call, i));
   }
   at::cat_out(out0(call), ins, op.dim());
+}
+
+// --------------------------------------------------------- normalizations
+
+void layerNormKernel(KernelCall& call) {
+  const auto& op = static_cast<const LayerNormOp&>(call.op);
+  const at::Tensor& in = call.tensors[0];
+  size_t next = 1;
+  std::optional<at::Tensor> weight;
+  std::optional<at::Tensor> bias;
+  if (op.weight() != nullptr) {
+    weight = call.tensors[next++];
+  }
+  if (op.bias() != nullptr) {
+    bias = call.tensors[next++];
+  }
+  const std::vector<int64_t> normalized(
+      in.sizes().end() - op.normalizedNdim(), in.sizes().end());
+  // ATen's out= variant computes into a temporary and copies too.
+  const auto [y, mean, rstd] =
+      at::native_layer_norm(in, normalized, weight, bias, op.eps());
+  out0(call).copy_(y);
 }
 
 // ------------------------------------------------------------ contractions
@@ -469,6 +492,7 @@ constexpr Entry kKernels[] = {
     {OpType::Matmul, matmulKernel},
     {OpType::SdpaFwd, sdpaFwdKernel},
     {OpType::SdpaBwd, sdpaBwdKernel},
+    {OpType::LayerNorm, layerNormKernel},
 };
 
 constexpr bool kernelsInOrder() {
@@ -477,7 +501,7 @@ constexpr bool kernelsInOrder() {
       return false;
     }
   }
-  return static_cast<size_t>(OpType::SdpaBwd) + 1 == std::size(kKernels);
+  return static_cast<size_t>(kLastOpType) + 1 == std::size(kKernels);
 }
 static_assert(kernelsInOrder(), "kKernels must list every OpType in order");
 

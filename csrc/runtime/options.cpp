@@ -115,7 +115,7 @@ ExecuteOptions ExecuteOptions::parse(
   std::vector<std::string> known_enable = {
       "compute_on_main_stream", "ring_decomposition"};
   std::vector<std::string> known_disable = {
-      "inplace_allreduce", "alias_layout_ops"};
+      "inplace_allreduce", "alias_layout_ops", "fuse_layer_norms"};
   const auto& ignored_enable = ignoredEnableOptions();
   const auto& ignored_disable = ignoredDisableOptions();
   known_enable.insert(
@@ -157,6 +157,9 @@ ExecuteOptions ExecuteOptions::parse(
     }
     if (name == "alias_layout_ops") {
       options.alias_layout_ops = false;
+    }
+    if (name == "fuse_layer_norms") {
+      options.fuse_layer_norms = false;
     }
   }
   return options;

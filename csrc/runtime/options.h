@@ -36,6 +36,9 @@ struct ExecuteOptions {
   // Layout operations are views of their input (AliasLayoutOps); disabled by
   // "alias_layout_ops", which makes each a copy.
   bool alias_layout_ops = true;
+  // layer_norm compositions run as ATen's fused kernel (FuseLayerNorms);
+  // disabled by "fuse_layer_norms", which runs the primitives.
+  bool fuse_layer_norms = true;
   // Matmul–collective pairs as rings of point-to-point moves
   // (LoweringOptions::ring_decomposition); "ring_decomposition".
   bool ring_decomposition = false;

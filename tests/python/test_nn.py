@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from op_testing import assert_same, run1, sample
 
-from mdfuser import nn
+from mdfuser import FusionDefinition, nn
+from mdfuser.pytorch_utils import torch_dtype_to_nvfuser_dtype
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float64]
 
@@ -57,6 +58,57 @@ def test_rms_norm(with_weight, normalized_ndim, dtype):
 def test_layer_norm_of_a_symbolic_row_length():
     x = sample([5, 7], torch.float32, seed=7)
     assert_same(run1(lambda fd, t: fd.ops.layer_norm(t), x), F.layer_norm(x, [7]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_runs_as_one_fused_kernel(affine, dtype):
+    """FuseLayerNorms: the composition runs as one layer_norm statement
+    (ATen's kernel) and gives torch's result; with the pass disabled the
+    primitives run and agree within the dtype's tolerance."""
+    x = sample([6, 16], dtype, seed=8)
+    w, b = sample([16], dtype, seed=9), sample([16], dtype, seed=10)
+    params = (w, b) if affine else ()
+    with FusionDefinition() as fd:
+        tx = fd.define_tensor([-1, 16], dtype=torch_dtype_to_nvfuser_dtype(dtype))
+        tp = [fd.define_tensor([16], dtype=torch_dtype_to_nvfuser_dtype(dtype)) for _ in params]
+        fd.add_output(nn.layer_norm(fd.ops, tx, 1, *tp, eps=1e-5))
+    (fused,) = fd.execute([x, *params])
+    program = fd.last_host_ir()
+    (composed,) = fd.execute([x, *params], _disable_options=["fuse_layer_norms"])
+    assert program.count("= layer_norm(") == 1, program
+    assert "= sum(" not in program and "rsqrt" not in program
+    assert "= sum(" in fd.last_host_ir()
+    expected = F.layer_norm(x, [16], *(params or (None, None)), eps=1e-5)
+    assert_same(fused, expected)
+    assert_same(composed, expected)
+
+
+def test_layer_norm_whose_centred_values_are_returned_stays_composed():
+    # layer_norm written out as mdfuser.nn writes it, returning x - mean
+    # too, which the fused kernel does not produce: the primitives run.
+    x = sample([4, 8], torch.float32, seed=11)
+    with FusionDefinition() as fd:
+        ops = fd.ops
+        tx = fd.define_tensor([-1, 8])
+        centred = ops.sub(tx, ops.mean(tx, [1], keepdim=True))
+        var = ops.mean(ops.mul(centred, centred), [1], keepdim=True)
+        fd.add_output(ops.mul(centred, ops.rsqrt(ops.add(var, 1e-5))))
+        fd.add_output(centred)
+    y, got_centred = fd.execute([x])
+    assert "= layer_norm(" not in fd.last_host_ir()
+    assert_same(y, F.layer_norm(x, [8]))
+    assert_same(got_centred, x - x.mean(1, keepdim=True))
+    # Without the second output the same composition is fused.
+    with FusionDefinition() as fd:
+        ops = fd.ops
+        tx = fd.define_tensor([-1, 8])
+        centred = ops.sub(tx, ops.mean(tx, [1], keepdim=True))
+        var = ops.mean(ops.mul(centred, centred), [1], keepdim=True)
+        fd.add_output(ops.mul(centred, ops.rsqrt(ops.add(var, 1e-5))))
+    (y,) = fd.execute([x])
+    assert fd.last_host_ir().count("= layer_norm(") == 1
+    assert_same(y, F.layer_norm(x, [8]))
 
 
 # ------------------------------------------------------------------ errors

@@ -20,6 +20,8 @@ struct HostPassOptions {
   bool inplace_allreduce = true;
   // Run AliasLayoutOps.
   bool alias_layout_ops = true;
+  // Run FuseLayerNorms.
+  bool fuse_layer_norms = true;
   // How AssignStreams places Stream loop iterations.
   StreamSchedule stream_schedule = StreamSchedule::kIterationPerStream;
 };

@@ -67,6 +67,7 @@ constexpr OpInfo kOpTable[] = {
     {Matmul, "matmul", OpFamily::kOther},
     {SdpaFwd, "sdpfa_fwd", OpFamily::kOther},
     {SdpaBwd, "sdpfa_bwd", OpFamily::kOther},
+    {LayerNorm, "layer_norm", OpFamily::kOther},
 };
 
 constexpr bool tableIsInOrder() {
@@ -75,7 +76,7 @@ constexpr bool tableIsInOrder() {
       return false;
     }
   }
-  return static_cast<size_t>(SdpaBwd) + 1 == std::size(kOpTable);
+  return static_cast<size_t>(kLastOpType) + 1 == std::size(kOpTable);
 }
 static_assert(tableIsInOrder(), "kOpTable must list every OpType in order");
 

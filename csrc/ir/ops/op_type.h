@@ -70,7 +70,12 @@ enum class OpType {
   Matmul,
   SdpaFwd,
   SdpaBwd,
+  // normalizations: fused by a host pass, never written by users
+  LayerNorm,
 };
+
+// The last OpType: tables indexed by OpType have kLastOpType + 1 entries.
+constexpr OpType kLastOpType = OpType::LayerNorm;
 
 enum class OpFamily { kPointwise, kReduction, kOther };
 

@@ -14,7 +14,7 @@
 namespace mdfuser {
 namespace {
 
-constexpr int kNumOpTypes = static_cast<int>(OpType::SdpaBwd) + 1;
+constexpr int kNumOpTypes = static_cast<int>(kLastOpType) + 1;
 
 TEST(OpTable, EveryOpTypeHasItsOwnRowAndAUniqueName) {
   std::set<std::string_view> names;
