@@ -102,22 +102,41 @@ class Matcher {
     }
     replaced_.push_back(scale);
     ndim_ = ndim;
-    Match m;
-    m.normalized_ndim = ndim;
-    m.eps = std::get<double>(eps->value());
+    eps_ = std::get<double>(eps->value());
+    // Through the upcast of x when the result is cast back; on the Float
+    // values otherwise (the upcast and what follows stay as they are, as
+    // when a stream loop ends at the scaling).
+    const std::vector<TensorOp*> common = replaced_;
+    if (std::optional<Match> m = extend(scale, xf, /*through_upcast=*/true)) {
+      return m;
+    }
+    replaced_ = common;
+    return extend(scale, xf, /*through_upcast=*/false);
+  }
 
+ private:
+  // The match from the scaling on: weight, bias and the downcast where
+  // present.
+  std::optional<Match> extend(
+      const TensorOp* scale, TensorView* xf, bool through_upcast) {
+    Match m;
+    m.normalized_ndim = ndim_;
+    m.eps = eps_;
     // The input, before an upcast that only the sum and the sub read.
     TensorView* x = xf;
-    if (TensorOp* up = defOf(xf); up != nullptr && up->type() == OpType::Cast &&
+    if (TensorOp* up = defOf(xf); through_upcast && up != nullptr &&
+                                  up->type() == OpType::Cast &&
                                   useCount(xf) == 2 && !hic_.isOutput(xf)) {
       x = up->tensorInputs().at(0);
       replaced_.push_back(up);
     }
     const bool upcast = x != xf;
-    if (!wholeOnEveryDevice(x, ndim)) {
+    if (through_upcast && !upcast) {
       return std::nullopt;
     }
-
+    if (!wholeOnEveryDevice(x, ndim_)) {
+      return std::nullopt;
+    }
     TensorView* y = scale->out();
     if (TensorOp* mul = use(y, OpType::Mul);
         mul != nullptr && mul->inputs()[0] == y) {
@@ -143,7 +162,7 @@ class Matcher {
       replaced_.push_back(down);
       y = down->out();
     }
-    if (!wholeOnEveryDevice(y, ndim)) {
+    if (!wholeOnEveryDevice(y, ndim_)) {
       return std::nullopt;
     }
     m.out = y;
@@ -287,6 +306,7 @@ class Matcher {
   const std::unordered_map<const TensorView*, TensorOp*>& defs_;
   std::vector<TensorOp*> replaced_;
   int64_t ndim_ = 0;
+  double eps_ = 0;
 };
 
 void fuse(

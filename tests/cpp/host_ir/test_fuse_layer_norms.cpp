@@ -32,6 +32,8 @@ struct Options {
   // Also returns the centred values, which the fused kernel does not
   // produce.
   bool output_centred = false;
+  // Casts the Float result back to the input's dtype.
+  bool downcast = true;
 };
 
 // layer_norm of x [tokens, 8] over its last axis, from primitives, as
@@ -61,7 +63,7 @@ std::unique_ptr<HostIrContainer> layerNorm(const Options& o) {
   if (o.bias) {
     y = binaryOp(OpType::Add, y, up(b));
   }
-  TensorView* out = upcast ? cast(y, o.dtype) : y;
+  TensorView* out = upcast && o.downcast ? cast(y, o.dtype) : y;
   fusion->addOutput(out);
   if (o.output_centred) {
     fusion->addOutput(centred);
@@ -130,6 +132,22 @@ TEST(FuseLayerNorms, OnlyABiasIsTakenAsTheBias) {
   ASSERT_NE(op, nullptr);
   EXPECT_EQ(op->weight(), nullptr);
   EXPECT_EQ(op->bias(), hic->inputs()[2]);
+}
+
+TEST(FuseLayerNorms, AFloatResultIsNormalizedAfterTheUpcasts) {
+  // Without the cast back, the fused kernel runs on the Float values: the
+  // upcasts of x, weight and bias stay.
+  auto hic = layerNorm({.downcast = false});
+  fuseLayerNorms(*hic);
+  verify(*hic);
+  const std::string after = test::outline(*hic);
+  EXPECT_EQ(count(after, " = cast("), 3) << after;
+  EXPECT_EQ(count(after, " = layer_norm("), 1) << after;
+  auto* op = dynamic_cast<const LayerNormOp*>(hic->topLevel().exprs().back());
+  ASSERT_NE(op, nullptr) << after;
+  EXPECT_EQ(op->in()->dtype(), DataType::Float);
+  EXPECT_EQ(op->weight()->dtype(), DataType::Float);
+  EXPECT_EQ(op->out(), hic->outputs()[0]);
 }
 
 TEST(FuseLayerNorms, ANormalizedAxisSplitAcrossDevicesStaysComposed) {
