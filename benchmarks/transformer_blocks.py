@@ -565,29 +565,13 @@ class Run:
             ops = len(statements(prof.profile))
             if self.args.profile and self.rank == 0:
                 print_statements(f"{case.block} {case.mode} host overhead s={s}", prof.profile)
-            wall, cpu = [], []
-            for _ in range(self.args.host_iters):
-                self.timer.sync()
-                start, start_cpu = time.perf_counter(), time.thread_time()
-                block.fd.execute(inputs)
-                cpu.append((time.thread_time() - start_cpu) * 1e6)
-                wall.append((time.perf_counter() - start) * 1e6)
-            return ops, wall, cpu
+            return (ops, *self.host_times(lambda: block.fd.execute(inputs)))
 
         measured, error = self.attempt(name, measure)
         if error:
             self.record(case, "host_overhead", s, [], error=error)
             return
-        ops, wall, cpu = measured
-        self.record(
-            case,
-            "host_overhead",
-            s,
-            [t / 1e3 for t in wall],
-            host_ir_ops=ops,
-            host_us_per_op=statistics.median(wall) / ops,
-            host_cpu_us_per_op=statistics.median(cpu) / ops,
-        )
+        self.record_host(case, "host_overhead", s, *measured)
         if self.cuda:
             self.torch_host_overhead(case, full)
 
@@ -608,28 +592,37 @@ class Run:
                 run()
                 self.timer.sync()
             kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA")
-            wall, cpu = [], []
-            for _ in range(self.args.host_iters):
-                self.timer.sync()
-                start, start_cpu = time.perf_counter(), time.thread_time()
-                run()
-                cpu.append((time.thread_time() - start_cpu) * 1e6)
-                wall.append((time.perf_counter() - start) * 1e6)
-            return kernels, wall, cpu
+            return (kernels, *self.host_times(run))
 
         measured, error = self.attempt(f"{case.block} {case.mode} torch host overhead", measure)
         if error or not measured[0]:
             self.record(case, "host_overhead_torch", 1, [], error=error or "no kernels seen")
             return
-        kernels, wall, cpu = measured
+        self.record_host(case, "host_overhead_torch", 1, *measured)
+
+    def host_times(self, run: Callable) -> tuple[list[float], list[float]]:
+        """Wall and calling-thread CPU µs of --host-iters calls of run(),
+        each started on an idle GPU."""
+        wall, cpu = [], []
+        for _ in range(self.args.host_iters):
+            self.timer.sync()
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            run()
+            cpu.append((time.thread_time() - start_cpu) * 1e6)
+            wall.append((time.perf_counter() - start) * 1e6)
+        return wall, cpu
+
+    def record_host(
+        self, case: Case, variant: str, s: int, ops: int, wall: list, cpu: list
+    ) -> None:
         self.record(
             case,
-            "host_overhead_torch",
-            1,
+            variant,
+            s,
             [t / 1e3 for t in wall],
-            host_ir_ops=kernels,
-            host_us_per_op=statistics.median(wall) / kernels,
-            host_cpu_us_per_op=statistics.median(cpu) / kernels,
+            host_ir_ops=ops,
+            host_us_per_op=statistics.median(wall) / ops,
+            host_cpu_us_per_op=statistics.median(cpu) / ops,
         )
 
 
