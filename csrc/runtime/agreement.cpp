@@ -181,25 +181,10 @@ RunFingerprint fingerprintOf(
   using Kind = RunFingerprint::Kind;
   RunFingerprint print;
   print.fields.push_back({Kind::kDefinition, "", definition.toString()});
-  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
-  print.fields.push_back(
-      {Kind::kOption, "inplace_allreduce", flag(options.inplace_allreduce)});
-  print.fields.push_back(
-      {Kind::kOption,
-       "compute_on_main_stream",
-       flag(options.compute_on_main_stream)});
-  print.fields.push_back(
-      {Kind::kOption, "alias_layout_ops", flag(options.alias_layout_ops)});
-  print.fields.push_back(
-      {Kind::kOption, "fuse_layer_norms", flag(options.fuse_layer_norms)});
-  print.fields.push_back(
-      {Kind::kOption, "ring_decomposition", flag(options.ring_decomposition)});
-  print.fields.push_back(
-      {Kind::kOption,
-       "backend",
-       options.backend.has_value()
-           ? std::string(hir::backendName(*options.backend))
-           : std::string("default")});
+  for (const ExecuteOptions::Value& option : options.values()) {
+    print.fields.push_back(
+        {Kind::kOption, std::string(option.name), std::string(option.text)});
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
     const std::string input =

@@ -27,14 +27,9 @@ namespace {
 std::vector<int64_t> signatureOf(
     const std::vector<at::Tensor>& inputs, const ExecuteOptions& options) {
   std::vector<int64_t> key;
-  key.push_back(options.inplace_allreduce ? 1 : 0);
-  key.push_back(options.compute_on_main_stream ? 1 : 0);
-  key.push_back(options.alias_layout_ops ? 1 : 0);
-  key.push_back(options.fuse_layer_norms ? 1 : 0);
-  key.push_back(options.ring_decomposition ? 1 : 0);
-  key.push_back(
-      options.backend.has_value() ? static_cast<int64_t>(*options.backend)
-                                  : -1);
+  for (const ExecuteOptions::Value& option : options.values()) {
+    key.push_back(option.number);
+  }
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const at::Tensor& t : inputs) {
     if (!t.defined() || t.is_nested() || t.layout() != c10::kStrided) {

@@ -109,6 +109,22 @@ const std::vector<std::string>& ExecuteOptions::ignoredDisableOptions() {
   return names;
 }
 
+std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
+  auto flag = [](std::string_view name, bool on) {
+    return Value{name, on ? 1 : 0, on ? "1" : "0"};
+  };
+  return {
+      flag("inplace_allreduce", inplace_allreduce),
+      flag("compute_on_main_stream", compute_on_main_stream),
+      flag("alias_layout_ops", alias_layout_ops),
+      flag("fuse_layer_norms", fuse_layer_norms),
+      flag("ring_decomposition", ring_decomposition),
+      {"backend",
+       backend.has_value() ? static_cast<int64_t>(*backend) : -1,
+       backend.has_value() ? hir::backendName(*backend) : "default"},
+  };
+}
+
 ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {

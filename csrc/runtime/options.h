@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "host_ir/nodes.h"
@@ -54,6 +56,17 @@ struct ExecuteOptions {
   static ExecuteOptions parse(
       const std::vector<std::string>& enable,
       const std::vector<std::string>& disable);
+
+  // Every option above, once: its name, its value as a number (a bool as 0
+  // or 1, the backend as its enumerator or -1 when unset) and as text.
+  // Programs are cached by the values, and ranks compare the texts, so an
+  // option added here is part of both.
+  struct Value {
+    std::string_view name;
+    int64_t number;
+    std::string_view text;
+  };
+  std::vector<Value> values() const;
 };
 
 } // namespace mdfuser

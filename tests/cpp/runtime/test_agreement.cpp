@@ -66,6 +66,42 @@ TEST_F(AgreementTest, DifferentOptionsNameTheOption) {
       "pass the same options");
 }
 
+TEST_F(AgreementTest, EveryOptionIsCompared) {
+  // Each option away from its default is a disagreement naming it.
+  const ExecuteOptions defaults;
+  for (size_t i = 0; i < defaults.values().size(); ++i) {
+    ExecuteOptions changed;
+    switch (i) {
+      case 0:
+        changed.inplace_allreduce = false;
+        break;
+      case 1:
+        changed.compute_on_main_stream = true;
+        break;
+      case 2:
+        changed.alias_layout_ops = false;
+        break;
+      case 3:
+        changed.fuse_layer_norms = false;
+        break;
+      case 4:
+        changed.ring_decomposition = true;
+        break;
+      case 5:
+        changed.backend = hir::CommunicatorBackend::kGloo;
+        break;
+      default:
+        FAIL() << "option " << defaults.values()[i].name << " has no case here";
+    }
+    const std::string name(defaults.values()[i].name);
+    EXPECT_NE(
+        messageOf(disagreement({0, 1}, {of(6), of(6, changed)}))
+            .find("the execute options differ: " + name + "="),
+        std::string::npos)
+        << name;
+  }
+}
+
 TEST_F(AgreementTest, DifferentDefinitionsShowTheFirstDifferentLine) {
   std::unique_ptr<Fusion> other =
       test::makeRowParallelLinear(4, 2, 4, DataType::Float);
