@@ -25,26 +25,24 @@ void StreamSet::setCurrent(c10::Stream stream) {
   }
 }
 
-c10::Stream StreamSet::worker(int64_t index) {
-  MDF_CHECK(index >= 0, "negative worker stream index ", index);
+c10::Stream StreamSet::pooled(
+    std::vector<c10::Stream>& streams, int64_t index, const char* kind) {
+  MDF_CHECK(index >= 0, "negative ", kind, " stream index ", index);
   if (!impl_) {
     return current();
   }
-  while (static_cast<int64_t>(workers_.size()) <= index) {
-    workers_.push_back(impl_->getStreamFromGlobalPool(device_));
+  while (static_cast<int64_t>(streams.size()) <= index) {
+    streams.push_back(impl_->getStreamFromGlobalPool(device_));
   }
-  return workers_[index];
+  return streams[index];
+}
+
+c10::Stream StreamSet::worker(int64_t index) {
+  return pooled(workers_, index, "worker");
 }
 
 c10::Stream StreamSet::communication(int64_t index) {
-  MDF_CHECK(index >= 0, "negative communication stream index ", index);
-  if (!impl_) {
-    return current();
-  }
-  while (static_cast<int64_t>(communication_.size()) <= index) {
-    communication_.push_back(impl_->getStreamFromGlobalPool(device_));
-  }
-  return communication_[index];
+  return pooled(communication_, index, "communication");
 }
 
 void StreamSet::recordUse(const c10::DataPtr& data) {

@@ -35,6 +35,10 @@ class StreamSet {
   void recordUse(const c10::DataPtr& data);
 
  private:
+  // Stream `index` of `streams`, drawn from the device's pool as needed.
+  c10::Stream pooled(
+      std::vector<c10::Stream>& streams, int64_t index, const char* kind);
+
   c10::Device device_;
   std::optional<c10::impl::VirtualGuardImpl> impl_;
   std::optional<c10::Event> event_;
