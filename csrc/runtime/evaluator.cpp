@@ -162,25 +162,30 @@ class Interpreter {
     const auto options = at::TensorOptions()
                              .dtype(toScalarType(alloc->buffer()->dtype()))
                              .device(device_);
-    // The axes from the outermost in memory to the innermost.
+    auto allocate = [&](at::IntArrayRef sizes) {
+      return alloc->zeroInit() ? at::zeros(sizes, options)
+                               : at::empty(sizes, options);
+    };
     const std::vector<int64_t>& ranks = alloc->strideOrder();
+    if (ranks.empty()) {
+      state_.tensors.insert_or_assign(alloc->buffer(), allocate(shape));
+      return;
+    }
+    // A row-major buffer of the axes from the outermost in memory to the
+    // innermost, permuted back to the logical order.
     std::vector<int64_t> memory(shape.size());
     std::iota(memory.begin(), memory.end(), 0);
-    if (!ranks.empty()) {
-      std::sort(memory.begin(), memory.end(), [&](int64_t a, int64_t b) {
-        return ranks[a] > ranks[b];
-      });
-    }
+    std::sort(memory.begin(), memory.end(), [&](int64_t a, int64_t b) {
+      return ranks[a] > ranks[b];
+    });
     std::vector<int64_t> memory_shape;
     std::vector<int64_t> position(shape.size());
     for (size_t i = 0; i < memory.size(); ++i) {
       memory_shape.push_back(shape[memory[i]]);
       position[memory[i]] = static_cast<int64_t>(i);
     }
-    at::Tensor buffer = alloc->zeroInit() ? at::zeros(memory_shape, options)
-                                          : at::empty(memory_shape, options);
     state_.tensors.insert_or_assign(
-        alloc->buffer(), ranks.empty() ? buffer : buffer.permute(position));
+        alloc->buffer(), allocate(memory_shape).permute(position));
   }
 
   // `op`'s operands bound; outputs only when `with_outputs`.
