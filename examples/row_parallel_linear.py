@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import Communicator, DeviceMesh, shard_tensor
 
 
@@ -45,15 +45,20 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64, help="h")
     parser.add_argument("--tokens", type=int, default=96, help="t")
     parser.add_argument("--chunks", type=int, default=3, help="s, stream chunks")
+    parser.add_argument(
+        "--backend",
+        choices=["nccl", "cuda", "gloo"],
+        help="what carries the communications (default: NCCL on GPUs, Gloo on CPUs); "
+        "cuda: copy engines over symmetric memory, as ring decompositions",
+    )
     args = parser.parse_args()
 
     comm = Communicator.instance()
     d, rank = comm.size(), comm.rank()
-    device = (
-        torch.device("cuda", comm.local_rank())
-        if torch.cuda.is_available()
-        else torch.device("cpu")
-    )
+    device = torch.device("cpu")
+    if torch.cuda.is_available():
+        # MDFUSER_SHARE_DEVICES=1 lets several processes share a GPU.
+        device = torch.device("cuda", comm.local_rank() % torch.cuda.device_count())
     if device.type == "cuda":
         torch.cuda.set_device(device)
 
@@ -69,7 +74,10 @@ def main() -> None:
     inp = torch.randint(-1, 2, (t, 4 * h), dtype=torch.bfloat16)
     w = torch.randint(-1, 2, (h, 4 * h), dtype=torch.bfloat16)
     inp_tv, w_tv = fd.fusion.inputs()
-    (out,) = fd.execute([shard_tensor(inp, inp_tv).to(device), shard_tensor(w, w_tv).to(device)])
+    backend = None if args.backend is None else getattr(CommunicatorBackend, args.backend)
+    (out,) = fd.execute(
+        [shard_tensor(inp, inp_tv).to(device), shard_tensor(w, w_tv).to(device)], backend=backend
+    )
 
     expected = torch.nn.functional.linear(inp.double(), w.double())
     got = out.cpu().double()
@@ -81,7 +89,8 @@ def main() -> None:
     if rank == 0:
         print(fd.last_host_ir())
         print(
-            f"row-parallel linear: d={d} s={args.chunks} h={h} t={t} on {device.type}: "
+            f"row-parallel linear: d={d} s={args.chunks} h={h} t={t} on {device.type}"
+            f"{'' if args.backend is None else ' over ' + args.backend}: "
             f"output {tuple(out.shape)} {'matches' if ok else 'DIFFERS FROM'} torch {how}"
         )
     if not ok:

@@ -118,6 +118,11 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
   step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
   step example_blocks_1proc 90 "$PYTHON" examples/transformer_blocks.py
+  # The CUDA backend with two processes sharing GPU 0: its rings, their
+  # steady state and its bounds, on any machine (NCCL cannot share a GPU).
+  step pytest_cuda_backend_shared_gpu 240 env MDFUSER_SHARE_DEVICES=1 \
+    torchrun --nproc-per-node 2 --master-port 29398 \
+    -m pytest tests/python/multidevice/test_cuda_backend.py -q -p no:cacheprovider
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
     step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
@@ -137,6 +142,11 @@ if [ "$SANITIZER" -eq 1 ]; then
     for tool in memcheck racecheck; do
       step "sanitizer_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 99 \
         "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3
+      # The CUDA backend's rings, two processes on GPU 0.
+      step "sanitizer_${tool}_cuda_backend" 150 env MDFUSER_SHARE_DEVICES=1 \
+        torchrun --nproc-per-node 2 --master-port 29397 --no-python \
+        compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3 --backend cuda
     done
   fi
 fi

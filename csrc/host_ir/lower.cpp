@@ -169,8 +169,7 @@ class Lowerer {
     const bool communication =
         dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op);
     if (communication && isResharding(op)) {
-      if (options_.ring_decomposition &&
-          (deferGatherToRing(op) || lowerReductionRing(op))) {
+      if (ringsWanted() && (deferGatherToRing(op) || lowerReductionRing(op))) {
         return;
       }
       lowerResharding(op);
@@ -179,8 +178,7 @@ class Lowerer {
     if (!onDevice(op->out(), options_.device)) {
       return;
     }
-    if (options_.ring_decomposition &&
-        (lowerGatherRing(op) || deferPartialSumsToRing(op))) {
+    if (ringsWanted() && (lowerGatherRing(op) || deferPartialSumsToRing(op))) {
       return;
     }
     std::vector<TensorView*> ins;
@@ -200,6 +198,21 @@ class Lowerer {
   }
 
   // ----------------------------------------------------- ring decompositions
+
+  // The CUDA backend moves data only point to point: with it, the pairs a
+  // ring can carry become rings.
+  bool ringsWanted() const {
+    return options_.ring_decomposition ||
+           options_.backend == CommunicatorBackend::kCuda;
+  }
+
+  // The backend of the collectives that stay collectives: NCCL beside the
+  // CUDA backend's rings.
+  CommunicatorBackend collectiveBackend() const {
+    return options_.backend == CommunicatorBackend::kCuda
+               ? CommunicatorBackend::kNccl
+               : options_.backend;
+  }
 
   // The team a collective `r` from `producer` to `consumer` runs over, when
   // it can become a ring on this device: one mesh holding it, two devices
@@ -376,22 +389,34 @@ class Lowerer {
     TensorView* out = operand(consumer);
     Scalar* extent = extentInScope(consumer, p.axis);
     if (r.type == CommunicationType::Allreduce) {
+      // On the CUDA backend peers write into the ring's buffer, which must
+      // then live in symmetric memory; a program output cannot (each run
+      // returns a fresh one): the ring runs in a buffer of its own, copied
+      // into the output at the end.
+      const bool stand_in = options_.backend == CommunicatorBackend::kCuda &&
+                            hic_.isOutput(consumer);
+      TensorView* sums = stand_in ? bufferLike(consumer) : out;
       emitLinearAllreduce(
-          ring(team), p.in, p.axis, p.weight, out, p.axis, extent);
+          ring(team), p.in, p.axis, p.weight, sums, p.axis, extent);
+      if (stand_in) {
+        scope_->pushBack(hic_.create<LoadStoreOp>(out, sums));
+      }
       return true;
     }
     // The partial sums arrive in a buffer of one part's shape.
-    auto* receive = hic_.create<TensorView>(
-        consumer->logical(),
-        consumer->dtype(),
-        consumer->contiguity(),
-        MemoryType::Global);
-    receive->setDomains(
-        consumer->root(), consumer->logical(), consumer->loop());
-    receive->setDeviceMesh(*consumer->deviceMesh());
     emitLinearReduceScatter(
-        ring(team), p.in, p.axis, p.weight, out, receive, extent);
+        ring(team), p.in, p.axis, p.weight, out, bufferLike(consumer), extent);
     return true;
+  }
+
+  // A fresh intermediate of `tv`'s shape, mesh and dtype (of one stream
+  // chunk's shape inside a Stream loop that cuts it).
+  TensorView* bufferLike(const TensorView* tv) {
+    auto* buffer = hic_.create<TensorView>(
+        tv->logical(), tv->dtype(), tv->contiguity(), MemoryType::Global);
+    buffer->setDomains(tv->root(), tv->logical(), tv->loop());
+    buffer->setDeviceMesh(*tv->deviceMesh());
+    return buffer;
   }
 
   // ------------------------------------------------------------ collectives
@@ -478,7 +503,7 @@ class Lowerer {
     TensorView* in = has(spec.senders) ? operand(producer) : nullptr;
     TensorView* out = has(spec.receivers) ? operand(consumer) : nullptr;
     auto* communication =
-        hic_.create<Communication>(spec, in, out, options_.backend);
+        hic_.create<Communication>(spec, in, out, collectiveBackend());
     scope_->pushBack(communication);
     scope_->pushBack(hic_.create<Wait>(communication));
   }

@@ -203,6 +203,15 @@ std::optional<ViewOf> asView(const Expr* expr) {
 
 namespace {
 
+// "(0 1)"
+std::string devices(const std::vector<int64_t>& ranks) {
+  std::string s = "(";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    s += (i > 0 ? " " : "") + std::to_string(ranks[i]);
+  }
+  return s + ")";
+}
+
 std::vector<Val*> asVals(const std::vector<Scalar*>& scalars) {
   return {scalars.begin(), scalars.end()};
 }
@@ -245,10 +254,24 @@ void Allocate::setStrideOrder(std::vector<int64_t> stride_order) {
   stride_order_ = std::move(stride_order);
 }
 
+void Allocate::makeSymmetric(std::vector<int64_t> team) {
+  MDF_CHECK(
+      !team.empty(), "a symmetric buffer needs a team: ", buffer()->toString());
+  MDF_CHECK(
+      team_.empty() || team_ == team,
+      buffer()->toString(),
+      " is shared with two teams, ",
+      devices(team_),
+      " and ",
+      devices(team));
+  team_ = std::move(team);
+}
+
 std::string Allocate::toString() const {
-  std::string s = buffer()->toString() +
-                  " = ALLOCATE(mem_type=global, zero_init=" +
-                  (zero_init_ ? "true" : "false");
+  std::string s =
+      buffer()->toString() + " = ALLOCATE(mem_type=" +
+      (isSymmetric() ? "symmetric, team=" + devices(team_) : "global") +
+      ", zero_init=" + (zero_init_ ? "true" : "false");
   if (!stride_order_.empty()) {
     s += ", stride_order=[";
     for (size_t i = 0; i < stride_order_.size(); ++i) {
@@ -298,14 +321,6 @@ namespace {
 
 std::vector<Val*> present(TensorView* tv) {
   return tv == nullptr ? std::vector<Val*>{} : std::vector<Val*>{tv};
-}
-
-std::string devices(const std::vector<int64_t>& ranks) {
-  std::string s = "(";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(ranks[i]);
-  }
-  return s + ")";
 }
 
 bool reduces(CommunicationType type) {
@@ -378,6 +393,12 @@ std::string Communication::toString() const {
   }
   if (out_ != nullptr) {
     s += ", output=" + out_->toString();
+  }
+  if (backend_ == CommunicatorBackend::kCuda &&
+      spec_.type == CommunicationType::CollectivePermute) {
+    s += spec_.lands_at == CommunicationSpec::LandsAt::kInput
+             ? ", lands_at=input"
+             : ", lands_at=output";
   }
   return s + ", backend=" + std::string(backendName(backend_)) + ")";
 }

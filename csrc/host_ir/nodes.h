@@ -335,17 +335,32 @@ class Allocate : public HostExpr {
   }
   void setStrideOrder(std::vector<int64_t> stride_order);
 
+  // A symmetric buffer lives in symmetric memory shared with `team` (ranks
+  // in team order, this one among them): every member allocates it at the
+  // same point of the program and maps the others' copies, into which the
+  // CUDA communication backend writes. The PlaceSymmetricBuffers pass
+  // decides which buffers are symmetric.
+  bool isSymmetric() const {
+    return !team_.empty();
+  }
+  const std::vector<int64_t>& team() const {
+    return team_;
+  }
+  void makeSymmetric(std::vector<int64_t> team);
+
   std::string_view opName() const override {
     return "Allocate";
   }
   // "T5 = ALLOCATE(mem_type=global, zero_init=false, stride_order=[3, 1,
-  // 2, 0])", the stride order only when there is one.
+  // 2, 0])", the stride order only when there is one; a symmetric buffer
+  // reads "mem_type=symmetric, team=(0 1)".
   std::string toString() const override;
 
  private:
   std::vector<Scalar*> shape_;
   bool zero_init_;
   std::vector<int64_t> stride_order_;
+  std::vector<int64_t> team_;
 };
 
 // Drops the buffer bound to `buffer`.
@@ -360,8 +375,9 @@ class Deallocate : public HostExpr {
 };
 
 // The library that carries a communication: NCCL for CUDA tensors, Gloo for
-// CPU tensors. kCuda names the copy-engine backend over symmetric memory,
-// which is not available yet: asking for it is refused.
+// CPU tensors, and kCuda, copy engines writing into peers' symmetric
+// buffers (runtime/cuda_backend.h), which carries the CollectivePermutes of
+// ring decompositions.
 enum class CommunicatorBackend { kNccl, kGloo, kCuda };
 std::string_view backendName(CommunicatorBackend backend);
 
@@ -390,6 +406,13 @@ struct CommunicationSpec {
   // tensor, of the device axis the collective sums over (one element
   // locally), dropped before posting; -1 if none.
   int64_t in_device_axis = -1;
+  // A CollectivePermute on the CUDA backend writes its input into the next
+  // member's buffer, at the offset, in that symmetric buffer, of this
+  // member's `input` (a ring over one buffer cut into parts by their
+  // absolute index, where each part keeps its place on every member) or of
+  // its `output` (a buffer of its own).
+  enum class LandsAt { kOutput, kInput };
+  LandsAt lands_at = LandsAt::kOutput;
 };
 
 // Posts a collective on the current stream. A rank that only sends has no

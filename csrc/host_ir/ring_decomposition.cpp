@@ -64,11 +64,19 @@ class RingBuilder {
   }
 
   // Posts `in` to the next device and receives the previous one's into
-  // `out`, in `scope`; returns the communication to wait for.
-  Communication* permute(Scope& scope, TensorView* in, TensorView* out) const {
+  // `out`, in `scope`; returns the communication to wait for. `lands_at`
+  // says where `in` lands on the next device (CommunicationSpec::lands_at):
+  // at the place of this device's `in` when both are parts of one buffer
+  // cut by absolute part index, else at the place of its `out`.
+  Communication* permute(
+      Scope& scope,
+      TensorView* in,
+      TensorView* out,
+      CommunicationSpec::LandsAt lands_at) const {
     CommunicationSpec spec;
     spec.type = CommunicationType::CollectivePermute;
     spec.team = ring_.team;
+    spec.lands_at = lands_at;
     auto* c = hic_.create<Communication>(spec, in, out, ring_.backend);
     scope.pushBack(c);
     return c;
@@ -130,7 +138,9 @@ void emitAllgatherLinear(
   TensorView* held = body.chunk(gathered, axis, held_index, extent);
   TensorView* next =
       body.chunk(gathered, axis, body.part(-1, steps->index()), extent);
-  Communication* c = body.permute(steps->body(), held, next);
+  // Part p travels from device p + j to p + j + 1 into part p.
+  Communication* c = body.permute(
+      steps->body(), held, next, CommunicationSpec::LandsAt::kInput);
   TensorView* result = body.chunk(out, out_axis, held_index, extent);
   body.linear(steps->body(), result, held, weight, bias);
   steps->body().pushBack(hic.create<Wait>(c));
@@ -170,7 +180,8 @@ void emitLinearReduceScatter(
   // this device's partial sum of that part in the GEMM.
   ForLoop* steps = b.loop(1, d);
   RingBuilder body = b.in(steps->body());
-  Communication* c = body.permute(steps->body(), out, receive);
+  Communication* c = body.permute(
+      steps->body(), out, receive, CommunicationSpec::LandsAt::kOutput);
   steps->body().pushBack(hic.create<Wait>(c));
   TensorView* part =
       body.chunk(in, in_axis, body.part(-1, steps->index()), extent);
@@ -205,7 +216,8 @@ void emitLinearAllreduce(
     TensorView* sent =
         body.chunk(out, out_axis, body.part(0, reduce->index()), extent);
     TensorView* received = body.chunk(out, out_axis, index, extent);
-    Communication* c = body.permute(reduce->body(), sent, received);
+    Communication* c = body.permute(
+        reduce->body(), sent, received, CommunicationSpec::LandsAt::kInput);
     reduce->body().pushBack(hic.create<Wait>(c));
     body.linear(
         reduce->body(),
@@ -223,7 +235,8 @@ void emitLinearAllreduce(
         body.chunk(out, out_axis, body.part(0, gather->index()), extent);
     TensorView* next =
         body.chunk(out, out_axis, body.part(-1, gather->index()), extent);
-    Communication* c = body.permute(gather->body(), held, next);
+    Communication* c = body.permute(
+        gather->body(), held, next, CommunicationSpec::LandsAt::kInput);
     gather->body().pushBack(hic.create<Wait>(c));
   }
   b.scope().pushBack(gather);

@@ -250,6 +250,13 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
         *high);
     options.nccl_high_priority = *high == 1;
   }
+  if (std::optional<int64_t> share = envInt("MDFUSER_SHARE_DEVICES")) {
+    MDF_USER_CHECK(
+        *share == 0 || *share == 1,
+        "MDFUSER_SHARE_DEVICES must be 0 or 1, got ",
+        *share);
+    options.share_devices = *share == 1;
+  }
   if (std::optional<int64_t> timeout = envInt("MDFUSER_TIMEOUT_S")) {
     MDF_USER_CHECK(
         *timeout > 0, "MDFUSER_TIMEOUT_S must be positive, got ", *timeout);
@@ -527,7 +534,9 @@ c10d::Backend& Communicator::backend(
         break;
       }
       case hir::CommunicatorBackend::kCuda:
-        MDF_USER_ERROR("the CUDA communication backend is not available yet");
+        MDF_UNREACHABLE(
+            "the CUDA backend is no c10d backend: the evaluator posts its "
+            "moves through runtime/cuda_backend.h");
     }
   } catch (const UserError&) {
     throw;

@@ -82,6 +82,11 @@ struct CommunicatorOptions {
   // Run NCCL collectives on high-priority streams, so that their blocks are
   // scheduled ahead of queued compute: MDFUSER_NCCL_HIGH_PRIORITY=1.
   bool nccl_high_priority = false;
+  // Let the processes of a node share its GPUs: local rank r uses GPU r
+  // modulo the GPUs there are, rather than GPU r: MDFUSER_SHARE_DEVICES=1.
+  // NCCL refuses two ranks on one GPU, so only Gloo and the CUDA backend
+  // communicate then; it tests the CUDA backend on a machine of one GPU.
+  bool share_devices = false;
 
   static CommunicatorOptions fromEnvironment();
 };

@@ -18,6 +18,7 @@
 #include "ir/ops.h"
 #include "runtime/collectives.h"
 #include "runtime/communicator.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_types.h"
 
@@ -65,11 +66,13 @@ class Interpreter {
       RunState& state,
       c10::Device device,
       Communicator* communicator,
-      StreamSet& streams)
+      StreamSet& streams,
+      std::unique_ptr<CudaBackend>& cuda)
       : state_(state),
         device_(device),
         communicator_(communicator),
-        streams_(streams) {}
+        streams_(streams),
+        cuda_(cuda) {}
 
   void runScope(const hir::Scope& scope) {
     for (const Expr* expr : scope.exprs()) {
@@ -114,6 +117,7 @@ class Interpreter {
     } else if (
         const auto* set = dynamic_cast<const hir::SetCurrentStream*>(expr)) {
       streams_.setCurrent(stream(set->stream()));
+      channel_ = channelOf(set->stream());
     } else if (const auto* sync = dynamic_cast<const hir::Synchronize*>(expr)) {
       streams_.waitFor(stream(sync->stream()));
     } else if (const auto* alloc = dynamic_cast<const hir::Allocate*>(expr)) {
@@ -148,10 +152,50 @@ class Interpreter {
   void runLoop(const hir::ForLoop* loop) {
     const int64_t start = scalar(loop->start());
     const int64_t stop = scalar(loop->stop());
+    iteration_.push_back(0);
     for (int64_t i = start; i < stop; ++i) {
+      iteration_.back() = i;
       state_.scalars.bind(loop->index(), i);
       runScope(loop->body());
     }
+    iteration_.pop_back();
+  }
+
+  // The number, the same on every rank, of the stream that communications
+  // posted now go on: the CUDA backend orders each stream's moves on
+  // counters of their own.
+  int64_t channelOf(const hir::Stream* s) const {
+    if (s->index() == nullptr) {
+      return 0;
+    }
+    return (s->isCommunication() ? 2 : 1) + 2 * scalar(s->index());
+  }
+
+  CudaBackend& cuda() {
+    if (cuda_ == nullptr) {
+      MDF_CHECK(
+          communicator_ != nullptr && device_.is_cuda(),
+          "the CUDA communication backend needs a communicator and a CUDA "
+          "device");
+      cuda_ = std::make_unique<CudaBackend>(*communicator_, device_);
+    }
+    return *cuda_;
+  }
+
+  // A symmetric buffer of `shape`, the same one at each run of `alloc` in
+  // the same loop iteration.
+  at::Tensor symmetricBuffer(
+      const hir::Allocate* alloc, at::IntArrayRef shape) {
+    std::string key = "T" + std::to_string(alloc->buffer()->name());
+    for (int64_t i : iteration_) {
+      key += "." + std::to_string(i);
+    }
+    at::Tensor buffer = cuda().buffers().get(
+        key, alloc->team(), shape, toScalarType(alloc->buffer()->dtype()));
+    if (alloc->zeroInit()) {
+      buffer.zero_();
+    }
+    return buffer;
   }
 
   void runAllocate(const hir::Allocate* alloc) {
@@ -163,6 +207,9 @@ class Interpreter {
                              .dtype(toScalarType(alloc->buffer()->dtype()))
                              .device(device_);
     auto allocate = [&](at::IntArrayRef sizes) {
+      if (alloc->isSymmetric()) {
+        return symmetricBuffer(alloc, sizes);
+      }
       return alloc->zeroInit() ? at::zeros(sizes, options)
                                : at::empty(sizes, options);
     };
@@ -273,6 +320,24 @@ class Interpreter {
       return;
     }
     MDF_CHECK(communicator_ != nullptr, "a communication needs a communicator");
+    if (comm->backend() == hir::CommunicatorBackend::kCuda) {
+      const bool at_input =
+          spec.lands_at == hir::CommunicationSpec::LandsAt::kInput;
+      state_.pending.insert_or_assign(
+          comm,
+          cuda().permute(
+              spec.team,
+              request.in,
+              request.out,
+              at_input ? request.in : request.out,
+              channel_,
+              detail::concat(
+                  communicationTypeName(comm->type()),
+                  " (Communication ",
+                  comm->name(),
+                  ")")));
+      return;
+    }
     c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());
     state_.pending.insert_or_assign(comm, postCollective(backend, request));
   }
@@ -322,6 +387,10 @@ class Interpreter {
   c10::Device device_;
   Communicator* communicator_;
   StreamSet& streams_;
+  std::unique_ptr<CudaBackend>& cuda_;
+  // The index of each enclosing loop's current iteration, outermost first.
+  std::vector<int64_t> iteration_;
+  int64_t channel_ = 0;
 };
 
 // `t` with its expanded broadcast axes at their extent, as torch returns
@@ -351,7 +420,13 @@ HostIrEvaluator::HostIrEvaluator(
       communicator_(communicator),
       streams_(device) {}
 
-HostIrEvaluator::~HostIrEvaluator() = default;
+HostIrEvaluator::~HostIrEvaluator() {
+  if (cuda_ != nullptr) {
+    // Copies into and out of the symmetric buffers may still be queued.
+    c10::impl::VirtualGuardImpl(device_.type())
+        .synchronizeDevice(device_.index());
+  }
+}
 
 std::vector<at::Tensor> HostIrEvaluator::run(
     const std::vector<at::Tensor>& inputs, const ScalarEvaluator& extents) {
@@ -367,7 +442,7 @@ std::vector<at::Tensor> HostIrEvaluator::run(
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.tensors.emplace(hic_.inputs()[i], inputs[i]);
   }
-  Interpreter(state, device_, communicator_, streams_)
+  Interpreter(state, device_, communicator_, streams_, cuda_)
       .runScope(hic_.topLevel());
   MDF_CHECK(state.pending.empty(), "a communication was never waited for");
 

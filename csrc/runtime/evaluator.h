@@ -14,11 +14,12 @@
 namespace mdfuser {
 
 class Communicator;
+class CudaBackend;
 
 // Interprets a host program on one device: ATen *_out calls into the
 // buffers the program allocates, c10d collectives for communications, and
 // stream switches and waits that are real on CUDA and no-ops on the CPU.
-// Keeps its worker streams from run to run.
+// Keeps its worker streams, and its symmetric buffers, from run to run.
 class HostIrEvaluator {
  public:
   // `communicator` may be null when the program has no communication.
@@ -38,6 +39,9 @@ class HostIrEvaluator {
   c10::Device device_;
   Communicator* communicator_;
   StreamSet streams_;
+  // The CUDA communication backend with this program's symmetric buffers
+  // and counters, created on first use and kept from run to run.
+  std::unique_ptr<CudaBackend> cuda_;
 };
 
 } // namespace mdfuser

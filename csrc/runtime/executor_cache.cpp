@@ -12,6 +12,7 @@
 #include "passes/pipeline.h"
 #include "runtime/agreement.h"
 #include "runtime/communicator.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/evaluator.h"
 #include "runtime/input_binding.h"
 
@@ -124,19 +125,20 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
       device.is_cuda() ? hir::CommunicatorBackend::kNccl
                        : hir::CommunicatorBackend::kGloo);
   MDF_USER_CHECK(
-      lowering.backend != hir::CommunicatorBackend::kCuda,
-      "the CUDA (copy-engine) communication backend is not available yet; "
-      "use CommunicatorBackend.nccl for CUDA tensors");
-  MDF_USER_CHECK(
       device.is_cuda() || lowering.backend == hir::CommunicatorBackend::kGloo,
       "the inputs are CPU tensors, which only the Gloo backend carries; "
       "got backend ",
       hir::backendName(lowering.backend));
   MDF_USER_CHECK(
-      !device.is_cuda() || lowering.backend == hir::CommunicatorBackend::kNccl,
-      "the inputs are CUDA tensors, which mdfuser carries over NCCL; got "
-      "backend ",
+      !device.is_cuda() || lowering.backend != hir::CommunicatorBackend::kGloo,
+      "the inputs are CUDA tensors, which NCCL or the CUDA backend carry; "
+      "got backend ",
       hir::backendName(lowering.backend));
+  MDF_USER_CHECK(
+      lowering.backend != hir::CommunicatorBackend::kCuda ||
+          cudaBackendAvailable(),
+      "this build of mdfuser has no CUDA communication backend (PyTorch "
+      "without CUDA); use CommunicatorBackend.nccl");
   lowering.device = communicator.rank();
   lowering.ring_decomposition = options.ring_decomposition;
   auto program = std::make_unique<Program>();

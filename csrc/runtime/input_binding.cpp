@@ -2,6 +2,7 @@
 #include "runtime/input_binding.h"
 
 #include <c10/core/DeviceType.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "ir/errors.h"
 #include "multidevice/sharding.h"
@@ -159,7 +160,12 @@ ScalarEvaluator bindInputs(
   }
   const c10::Device device = programDevice(fusion, inputs);
   if (device.is_cuda() && comm.isLaunched()) {
-    const int64_t expected = comm.localRank();
+    const bool shared = comm.options().share_devices;
+    const int64_t expected =
+        shared ? comm.localRank() %
+                     c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
+                         .deviceCount()
+               : comm.localRank();
     MDF_USER_CHECK(
         device.index() == expected,
         "the inputs of rank ",
@@ -170,7 +176,8 @@ ScalarEvaluator bindInputs(
         comm.localRank(),
         " uses cuda:",
         expected,
-        " (one device per process, numbered by local rank)");
+        shared ? " (MDFUSER_SHARE_DEVICES=1: local rank modulo the GPUs)"
+               : " (one device per process, numbered by local rank)");
   }
 
   ScalarEvaluator extents;

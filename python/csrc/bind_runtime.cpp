@@ -42,7 +42,8 @@ void bindRuntime(py::module_& m) {
       m,
       "CommunicatorBackend",
       "The library that carries communications: nccl (CUDA tensors), gloo "
-      "(CPU tensors), cuda (copy engines; not available yet).")
+      "(CPU tensors), cuda (copy engines into peers' symmetric memory, "
+      "carrying ring decompositions; CUDA tensors).")
       .value("nccl", hir::CommunicatorBackend::kNccl)
       .value("gloo", hir::CommunicatorBackend::kGloo)
       .value("cuda", hir::CommunicatorBackend::kCuda);

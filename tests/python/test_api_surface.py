@@ -119,9 +119,9 @@ def test_backends_and_the_multidevice_executor():
     assert torch.equal(with_gloo, expected)
     with pytest.raises(ValueError, match="CPU tensors, which only the Gloo backend carries"):
         fd.execute(inputs, backend=CommunicatorBackend.nccl)
-    with pytest.raises(
-        ValueError, match="CUDA .copy-engine. communication backend is not available"
-    ):
+    # The CUDA backend carries CUDA tensors (tests/python/multidevice/
+    # test_cuda_backend.py runs it on GPUs).
+    with pytest.raises(ValueError, match="CPU tensors, which only the Gloo backend carries"):
         fd.execute(inputs, backend=CommunicatorBackend.cuda)
     with pytest.raises(TypeError, match="backend must be an mdfuser.CommunicatorBackend"):
         fd.execute(inputs, backend="nccl")

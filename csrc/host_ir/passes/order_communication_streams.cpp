@@ -31,9 +31,14 @@ class Orderer {
   struct Uses {
     std::unordered_set<const TensorView*> written;
     std::unordered_set<const TensorView*> touched;
+    // Whether the communication stream has not waited yet in this run: the
+    // symmetric buffers the CUDA backend lands in outlive a run, and the
+    // previous run's compute may still read them.
+    bool run_start = true;
     void clear() {
       written.clear();
       touched.clear();
+      run_start = false;
     }
   };
 
@@ -102,7 +107,9 @@ class Orderer {
         c->in() != nullptr && uses.written.count(bufferOf(c->in())) != 0;
     const bool reuses_buffer =
         c->out() != nullptr && uses.touched.count(bufferOf(c->out())) != 0;
-    if (!sends_fresh_data && !reuses_buffer) {
+    const bool previous_run =
+        c->backend() == CommunicatorBackend::kCuda && uses.run_start;
+    if (!sends_fresh_data && !reuses_buffer && !previous_run) {
       return;
     }
     const auto* back = i + 1 < exprs.size()

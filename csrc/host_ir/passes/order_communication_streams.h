@@ -20,7 +20,10 @@ namespace mdfuser::hir {
 //    complete before it moves, or
 //  - read or wrote the buffer it receives into: whatever consumes the
 //    buffer's previous contents (the GEMM of the previous ring step) must
-//    be done before the receive overwrites them.
+//    be done before the receive overwrites them;
+// and before the first communication of a run on the CUDA backend, whose
+// symmetric buffers live from run to run: the previous run's compute may
+// still read the one it lands in.
 // A view counts as the buffer it views (conservatively, any part of it),
 // and a loop body is scanned as if it ran twice, so that the previous
 // iteration's uses count. Waits are not uses: they order the compute stream

@@ -8,6 +8,7 @@
 #include "host_ir/passes/fuse_layer_norms.h"
 #include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/passes/order_communication_streams.h"
+#include "host_ir/passes/place_symmetric_buffers.h"
 #include "host_ir/verifier.h"
 
 namespace mdfuser::hir {
@@ -50,6 +51,7 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
            }})
       .add({"AssignCommunicationStreams", assignCommunicationStreams})
       .add({"OrderCommunicationStreams", orderCommunicationStreams})
+      .add({"PlaceSymmetricBuffers", placeSymmetricBuffers})
       .run(hic);
 }
 

@@ -37,9 +37,13 @@ class OrderCommunicationStreamsTest : public ::testing::Test {
   }
   // The move from `in` to `out` on the communication stream; returns it
   // for the Wait.
-  Communication* move(Scope& scope, TensorView* in, TensorView* out) {
+  Communication* move(
+      Scope& scope,
+      TensorView* in,
+      TensorView* out,
+      CommunicatorBackend backend = CommunicatorBackend::kGloo) {
     auto* c = hic_->create<Communication>(
-        test::collectivePermute({0, 1}), in, out, CommunicatorBackend::kGloo);
+        test::collectivePermute({0, 1}), in, out, backend);
     scope.pushBack(hic_->create<SetCurrentStream>(hic_->create<Stream>(
         constant(hic_->ir(), 0), Stream::Kind::kCommunication)));
     scope.pushBack(c);
@@ -96,6 +100,30 @@ SetCurrentStream(CommunicationStream 0)
 Communication 0 T0 -> T2
 SetCurrentStream(Stream 0)
 Wait 0
+)");
+}
+
+TEST_F(OrderCommunicationStreamsTest, TheCudaBackendWaitsOnceAtTheRunStart) {
+  // Nothing in this run used the buffers, but the CUDA backend's symmetric
+  // buffers outlive a run: the first move waits for the compute stream, the
+  // second, with nothing used since, does not.
+  top().pushBack(copy(out_, in_));
+  Communication* first =
+      move(top(), in_, received_, CommunicatorBackend::kCuda);
+  top().pushBack(hic_->create<Wait>(first));
+  Communication* second = move(top(), in_, sent_, CommunicatorBackend::kCuda);
+  top().pushBack(hic_->create<Wait>(second));
+  EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+T3 = set(T0)
+SetCurrentStream(CommunicationStream 0)
+Synchronize(Stream 0)
+Communication 0 T0 -> T2
+SetCurrentStream(Stream 0)
+Wait 0
+SetCurrentStream(CommunicationStream 0)
+Communication 1 T0 -> T1
+SetCurrentStream(Stream 0)
+Wait 1
 )");
 }
 

@@ -8,6 +8,7 @@ of one device. Tests that need more devices skip.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -87,7 +88,12 @@ class MultideviceTest:
 
 
 def _device_for(local_rank: int, local_size: int) -> torch.device:
-    if torch.cuda.is_available() and torch.cuda.device_count() >= local_size:
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    if os.environ.get("MDFUSER_SHARE_DEVICES") == "1":
+        # Several processes per GPU (the CUDA backend's tests on one GPU).
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    if torch.cuda.device_count() >= local_size:
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
 

@@ -17,85 +17,20 @@ import time
 import pytest
 import torch
 from helpers import row_parallel_linear, run_python
+from ring_helpers import (
+    allgather_linear,
+    global_inputs,
+    integers,
+    linear_reduce_scatter,
+    split_across,
+    torch_linear,
+)
 from transformer_blocks import mlp_forward, mlp_reference
 
-from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser import DataType, FusionDefinition
 from mdfuser.multidevice import DeviceMesh, shard_tensor
 
 RING = ["ring_decomposition"]
-
-
-def _shard(tv, axis: int, d: int) -> None:
-    tv.outer_split(axis, d)
-    tv.axis(axis).parallelize(ParallelType.mesh_x)
-
-
-def _tokens(tv, d: int, s: int, axis_after_stream: int = 1) -> None:
-    """Splits the tokens (axis 0) into s stream chunks, each across the
-    devices."""
-    axis = 0
-    if s > 1:
-        tv.outer_split(0, s)
-        tv.axis(0).parallelize(ParallelType.stream)
-        axis = 1
-    _shard(tv, axis, d)
-
-
-def allgather_linear(d: int, s: int, k: int, n: int, bias: bool) -> FusionDefinition:
-    """Sequence-parallel x [t, k] (tokens across the devices) feeding a
-    column-parallel linear: w [n, k] and b [n] split on out_features."""
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([-1, k], dtype=DataType.BFloat16)
-        w = fd.define_tensor([n, k], dtype=DataType.BFloat16)
-        inputs = [x, w]
-        if bias:
-            inputs.append(fd.define_tensor([n], dtype=DataType.BFloat16))
-        fd.add_output(fd.ops.linear(*inputs))
-        mesh = DeviceMesh(range(d))
-        for tv in inputs:
-            tv.set_device_mesh(mesh)
-        _tokens(x, d, s)
-        for tv in inputs[1:]:
-            _shard(tv, 0, d)
-    return fd
-
-
-def linear_reduce_scatter(d: int, s: int, k: int, n: int) -> FusionDefinition:
-    """A row-parallel linear (x [t, k] and w [n, k] split on in_features)
-    whose output is sequence parallel: its partial sums are
-    reduce-scattered along the tokens."""
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([-1, k], dtype=DataType.BFloat16)
-        w = fd.define_tensor([n, k], dtype=DataType.BFloat16)
-        out = fd.ops.linear(x, w)
-        fd.add_output(out)
-        mesh = DeviceMesh(range(d))
-        for tv in (x, w, out):
-            tv.set_device_mesh(mesh)
-        axis = 1
-        if s > 1:
-            x.outer_split(0, s)
-            x.axis(0).parallelize(ParallelType.stream)
-            axis = 2
-        _shard(x, axis, d)
-        _shard(w, 1, d)
-        _tokens(out, d, s)
-    return fd
-
-
-def integers(shape, generator) -> torch.Tensor:
-    return torch.randint(-1, 2, shape, generator=generator).to(torch.bfloat16)
-
-
-def global_inputs(t: int, k: int, n: int, seed: int) -> dict[str, torch.Tensor]:
-    assert k <= 256, "sums of k products in {-1, 0, 1} stay exact in bf16"
-    g = torch.Generator().manual_seed(seed)
-    return dict(x=integers((t, k), g), w=integers((n, k), g), b=integers((n,), g))
-
-
-def torch_linear(full: dict[str, torch.Tensor], bias: bool) -> torch.Tensor:
-    b = full["b"].double() if bias else None
-    return torch.nn.functional.linear(full["x"].double(), full["w"].double(), b).to(torch.bfloat16)
 
 
 def run_both(test, fd, full: list[torch.Tensor]):
@@ -250,8 +185,8 @@ def test_allgather_linear_with_a_batch_axis(multidevice_test):
         mesh = DeviceMesh(range(d))
         for tv in (x, w):
             tv.set_device_mesh(mesh)
-        _shard(x, 1, d)
-        _shard(w, 0, d)
+        split_across(x, 1, d)
+        split_across(w, 0, d)
     g = torch.Generator().manual_seed(8)
     full = [integers((2, 3 * d, 8), g), integers((4 * d, 8), g)]
     collective, ring, program = run_both(test, fd, full)

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+#include "host_ir/passes/place_symmetric_buffers.h"
+
+#include <unordered_map>
+
+#include "ir/errors.h"
+
+namespace mdfuser::hir {
+
+namespace {
+
+class Placer {
+ public:
+  void collect(const Scope& scope) {
+    for (Expr* expr : scope.exprs()) {
+      if (auto* loop = dynamic_cast<ForLoop*>(expr)) {
+        collect(loop->body());
+      } else if (auto* alloc = dynamic_cast<Allocate*>(expr)) {
+        allocation_[alloc->buffer()] = alloc;
+      } else if (auto* comm = dynamic_cast<Communication*>(expr)) {
+        if (comm->backend() == CommunicatorBackend::kCuda) {
+          cuda_.push_back(comm);
+        }
+      } else if (std::optional<ViewOf> view = asView(expr)) {
+        source_[view->view] = view->source;
+      }
+    }
+  }
+
+  void place() const {
+    for (const Communication* comm : cuda_) {
+      MDF_CHECK(
+          comm->type() == CommunicationType::CollectivePermute,
+          "the CUDA backend carries CollectivePermutes only, not ",
+          comm->toString());
+      const TensorView* landing =
+          comm->spec().lands_at == CommunicationSpec::LandsAt::kInput
+              ? comm->in()
+              : comm->out();
+      const TensorView* root = landing;
+      for (auto it = source_.find(root); it != source_.end();
+           it = source_.find(root)) {
+        root = it->second;
+      }
+      auto it = allocation_.find(root);
+      MDF_CHECK(
+          it != allocation_.end(),
+          comm->toString(),
+          " lands in ",
+          root->toString(),
+          ", which no Allocate binds (a program input or output) and so "
+          "cannot live in symmetric memory");
+      it->second->makeSymmetric(comm->team());
+    }
+  }
+
+ private:
+  std::unordered_map<const TensorView*, Allocate*> allocation_;
+  std::unordered_map<const TensorView*, const TensorView*> source_;
+  std::vector<const Communication*> cuda_;
+};
+
+} // namespace
+
+void placeSymmetricBuffers(HostIrContainer& hic) {
+  Placer placer;
+  placer.collect(hic.topLevel());
+  placer.place();
+}
+
+} // namespace mdfuser::hir

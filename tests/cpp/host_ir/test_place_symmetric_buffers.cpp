@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+//
+// PlaceSymmetricBuffers: the buffers the CUDA backend's permutes land in,
+// and only those, live in symmetric memory shared with the permute's team;
+// lowering for the CUDA backend turns the ring pairs into rings on it and
+// leaves the other collectives to NCCL.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "common/program_builder.h"
+#include "common/row_parallel.h"
+#include "common/transformer_mlp.h"
+#include "host_ir/lower.h"
+#include "host_ir/passes/pass_manager.h"
+#include "host_ir/passes/place_symmetric_buffers.h"
+#include "ir/errors.h"
+#include "ir/ops.h"
+#include "passes/pipeline.h"
+
+namespace mdfuser {
+namespace {
+
+using namespace hir;
+
+std::unique_ptr<HostIrContainer> compile(
+    std::unique_ptr<Fusion> fusion,
+    int64_t device,
+    CommunicatorBackend backend) {
+  runFusionPasses(fusion.get());
+  LoweringOptions options;
+  options.device = device;
+  options.backend = backend;
+  auto hic = lowerToHostIr(std::move(fusion), options);
+  runHostPasses(*hic);
+  return hic;
+}
+
+void collect(const Scope& scope, std::vector<const Expr*>& all) {
+  for (const Expr* expr : scope.exprs()) {
+    all.push_back(expr);
+    if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
+      collect(loop->body(), all);
+    }
+  }
+}
+
+// What a program's communications and allocations are.
+struct Summary {
+  // Communications by "type backend", e.g. "CollectivePermute CUDA".
+  std::multiset<std::string> communications;
+  // The buffers CUDA permutes land in (through their views), by name.
+  std::set<int64_t> landings;
+  // Allocated buffers by name: their team when symmetric, else empty.
+  std::map<int64_t, std::vector<int64_t>> allocations;
+};
+
+Summary summarize(const HostIrContainer& hic) {
+  std::vector<const Expr*> all;
+  collect(hic.topLevel(), all);
+  std::map<const TensorView*, const TensorView*> source;
+  for (const Expr* expr : all) {
+    if (std::optional<ViewOf> view = asView(expr)) {
+      source[view->view] = view->source;
+    }
+  }
+  Summary s;
+  for (const Expr* expr : all) {
+    if (const auto* alloc = dynamic_cast<const Allocate*>(expr)) {
+      s.allocations[alloc->buffer()->name()] = alloc->team();
+    } else if (const auto* c = dynamic_cast<const Communication*>(expr)) {
+      s.communications.insert(
+          std::string(communicationTypeName(c->type())) + " " +
+          std::string(backendName(c->backend())));
+      if (c->backend() == CommunicatorBackend::kCuda) {
+        const TensorView* root =
+            c->spec().lands_at == CommunicationSpec::LandsAt::kInput ? c->in()
+                                                                     : c->out();
+        while (source.count(root) > 0) {
+          root = source.at(root);
+        }
+        s.landings.insert(root->name());
+      }
+    }
+  }
+  return s;
+}
+
+std::set<int64_t> symmetricOf(const Summary& s) {
+  std::set<int64_t> names;
+  for (const auto& [name, team] : s.allocations) {
+    if (!team.empty()) {
+      EXPECT_EQ(team, (std::vector<int64_t>{0, 1})) << "T" << name;
+      names.insert(name);
+    }
+  }
+  return names;
+}
+
+TEST(PlaceSymmetricBuffers, CudaRingsLandInSymmetricBuffersOnly) {
+  for (int64_t s : {1, 2}) {
+    for (int64_t device : {0, 1}) {
+      const Summary mlp = summarize(*compile(
+          test::makeMlp(2, 2, s, "sp"), device, CommunicatorBackend::kCuda));
+      // Both of the SP MLP's collectives became rings on the CUDA backend.
+      EXPECT_EQ(
+          mlp.communications,
+          (std::multiset<std::string>{
+              "CollectivePermute CUDA", "CollectivePermute CUDA"}));
+      // The gathered input and the reduce-scatter's receive buffer.
+      EXPECT_EQ(mlp.landings.size(), 2u);
+      EXPECT_EQ(symmetricOf(mlp), mlp.landings);
+    }
+  }
+}
+
+TEST(PlaceSymmetricBuffers, OtherBackendsAllocateNothingSymmetric) {
+  for (CommunicatorBackend backend :
+       {CommunicatorBackend::kNccl, CommunicatorBackend::kGloo}) {
+    const Summary mlp =
+        summarize(*compile(test::makeMlp(2, 2, 2, "sp"), 0, backend));
+    EXPECT_TRUE(symmetricOf(mlp).empty());
+    EXPECT_EQ(
+        mlp.communications.count("Allgather NCCL") +
+            mlp.communications.count("Allgather Gloo"),
+        1u);
+  }
+}
+
+TEST(PlaceSymmetricBuffers, CollectivesBesideCudaRingsGoToNccl) {
+  // The TP MLP's allreduce of the second linear's partial sums is a ring;
+  // an allgather feeding no linear stays a collective, on NCCL.
+  const Summary tp = summarize(
+      *compile(test::makeMlp(2, 2, 1, "tp"), 0, CommunicatorBackend::kCuda));
+  EXPECT_EQ(tp.communications.count("CollectivePermute CUDA"), 2u);
+  EXPECT_EQ(symmetricOf(tp), tp.landings);
+
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* in = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* out = set(in);
+  fusion->addOutput(out);
+  const DeviceMesh mesh({0, 1});
+  in->setDeviceMesh(mesh);
+  out->setDeviceMesh(mesh);
+  in->outerSplit(0, 2);
+  in->parallelize(0, ParallelType::DIDx);
+  const Summary gather =
+      summarize(*compile(std::move(fusion), 0, CommunicatorBackend::kCuda));
+  EXPECT_EQ(
+      gather.communications, (std::multiset<std::string>{"Allgather NCCL"}));
+  EXPECT_TRUE(symmetricOf(gather).empty());
+}
+
+TEST(PlaceSymmetricBuffers, AnOutputRingRunsInAStandIn) {
+  // The row-parallel linear's allreduce ring would land in the program's
+  // output, which each run returns afresh: it runs in a symmetric buffer of
+  // its own, copied into the output at the end.
+  for (int64_t s : {1, 3}) {
+    auto hic = compile(
+        test::makeRowParallelLinear(2, 2, s), 0, CommunicatorBackend::kCuda);
+    const Summary ar = summarize(*hic);
+    EXPECT_EQ(ar.communications.count("CollectivePermute CUDA"), 2u);
+    ASSERT_EQ(ar.landings.size(), 1u);
+    EXPECT_EQ(symmetricOf(ar), ar.landings);
+    const TensorView* output = hic->outputs().front();
+    EXPECT_EQ(ar.landings.count(output->name()), 0u);
+    EXPECT_TRUE(ar.allocations.at(output->name()).empty());
+    const std::string program = hic->toString();
+    EXPECT_NE(program.find("mem_type=symmetric, team=(0 1)"), std::string::npos)
+        << program;
+    EXPECT_NE(program.find("lands_at=input, backend=CUDA"), std::string::npos)
+        << program;
+  }
+}
+
+TEST(PlaceSymmetricBuffers, ALandingWithoutAllocationIsRefused) {
+  test::ProgramBuilder b;
+  TensorView* in = b.input({4});
+  TensorView* out = b.tensor({4});
+  b.output(out);
+  auto hic = b.build();
+  // A permute landing in the program's input: nothing allocates it.
+  CommunicationSpec spec = test::collectivePermute({0, 1});
+  spec.lands_at = CommunicationSpec::LandsAt::kInput;
+  auto* c =
+      hic->create<Communication>(spec, in, out, CommunicatorBackend::kCuda);
+  hic->topLevel().pushBack(
+      hic->create<Allocate>(out, std::vector<Scalar*>{constant(hic->ir(), 4)}));
+  hic->topLevel().pushBack(c);
+  hic->topLevel().pushBack(hic->create<Wait>(c));
+  try {
+    placeSymmetricBuffers(*hic);
+    FAIL() << "expected an error";
+  } catch (const InternalError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("cannot live in symmetric memory"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PlaceSymmetricBuffers, OnlyPermutesRunOnTheCudaBackend) {
+  test::ProgramBuilder b;
+  TensorView* in = b.input({4});
+  TensorView* out = b.tensor({4});
+  b.output(out);
+  auto hic = b.build();
+  CommunicationSpec spec;
+  spec.type = CommunicationType::Allreduce;
+  spec.team = {0, 1};
+  auto* c =
+      hic->create<Communication>(spec, in, out, CommunicatorBackend::kCuda);
+  hic->topLevel().pushBack(
+      hic->create<Allocate>(out, std::vector<Scalar*>{constant(hic->ir(), 4)}));
+  hic->topLevel().pushBack(c);
+  hic->topLevel().pushBack(hic->create<Wait>(c));
+  EXPECT_THROW(placeSymmetricBuffers(*hic), InternalError);
+}
+
+} // namespace
+} // namespace mdfuser

@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: MIT
+"""The CUDA communication backend (``backend=CommunicatorBackend.cuda``):
+the ring decompositions with copy-engine moves into peers' symmetric
+buffers, ordered by stream memory operations.
+
+On GPUs, under ``mpirun -np N`` or torchrun with one GPU per process, or
+with ``MDFUSER_SHARE_DEVICES=1`` several processes on one GPU (how a machine
+of one GPU tests it; NCCL cannot run then). Integer-valued inputs: the CUDA
+rings, the collectives and torch agree exactly. On CPU tensors the backend
+is refused with a ValueError, which CI checks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from helpers import row_parallel_linear
+from ring_helpers import allgather_linear, global_inputs, linear_reduce_scatter, torch_linear
+
+from mdfuser import CommunicatorBackend
+from mdfuser.multidevice import shard_tensor
+
+CUDA = CommunicatorBackend.cuda
+
+
+def needs_gpus(test) -> None:
+    if test.device.type != "cuda":
+        pytest.skip("the CUDA backend runs on CUDA tensors")
+
+
+def expect_cuda_rings(test, program: str, permutes: int) -> None:
+    """`permutes` CollectivePermutes on the CUDA backend, landing in
+    symmetric buffers, and no other communication; none on one device."""
+    found = re.findall(r"Communication \d+ \(type=(\w+),.*backend=(\w+)\)", program)
+    if test.size == 1:
+        assert found == [], program
+        return
+    assert found == [("CollectivePermute", "CUDA")] * permutes, program
+    team = " ".join(str(r) for r in range(test.size))
+    assert f"mem_type=symmetric, team=({team})" in program, program
+    assert "lands_at=" in program
+
+
+SHAPES = [(1, 1), (1, 3), (2, 2), (3, 1)]
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("s, m", SHAPES, ids=lambda v: str(v))
+def test_allgather_linear(multidevice_test, s, m, bias):
+    test = multidevice_test
+    needs_gpus(test)
+    d = test.size
+    k, n = 8, 4 * d
+    full = global_inputs(d * s * m, k, n, seed=100 * s + 10 * m + bias)
+    fd = allgather_linear(d, s, k, n, bias)
+    names = "xwb"[: 3 if bias else 2]
+    args = [test.shard(full[name], tv) for name, tv in zip(names, fd.fusion.inputs())]
+    (out,) = fd.execute(args, backend=CUDA)
+    expected = shard_tensor(torch_linear(full, bias), fd.output_tensors()[0])
+    assert torch.equal(out.cpu(), expected)
+    expect_cuda_rings(test, fd.last_host_ir(), 1)
+
+
+@pytest.mark.parametrize("s, m", SHAPES, ids=lambda v: str(v))
+def test_linear_reduce_scatter(multidevice_test, s, m):
+    test = multidevice_test
+    needs_gpus(test)
+    d = test.size
+    k, n = 8 * d, 4
+    full = global_inputs(d * s * m, k, n, seed=200 + 10 * s + m)
+    fd = linear_reduce_scatter(d, s, k, n)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (out,) = fd.execute(args, backend=CUDA)
+    expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
+    assert torch.equal(out.cpu(), expected)
+    expect_cuda_rings(test, fd.last_host_ir(), 1)
+
+
+@pytest.mark.parametrize(
+    "s, t", [(1, 8), (1, 1), (1, 7), (2, 12), (3, 7), (3, 2)], ids=lambda v: str(v)
+)
+def test_linear_allreduce(multidevice_test, s, t):
+    test = multidevice_test
+    needs_gpus(test)
+    d, h = test.size, 4
+    fd = row_parallel_linear(d, s, h)
+    full = global_inputs(t, 4 * h, h, seed=300 + 10 * s + t)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (out,) = fd.execute(args, backend=CUDA)
+    assert torch.equal(out.cpu(), torch_linear(full, False))
+    # The reduce-scatter ring, then the allgather ring, in a symmetric
+    # stand-in for the output, copied into it.
+    expect_cuda_rings(test, fd.last_host_ir(), 2)
+
+
+def test_steady_state_repeats_bit_identically_without_host_syncs(multidevice_test):
+    """After the first run (which allocates and exchanges the symmetric
+    buffers), runs issue no synchronizing CUDA call through torch, return
+    fresh outputs and equal the first bit for bit, also with different
+    data in between."""
+    test = multidevice_test
+    needs_gpus(test)
+    d = test.size
+    fd = row_parallel_linear(d, 2, 64)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(96, 256, generator=g).to(torch.bfloat16)
+    w = torch.randn(64, 256, generator=g).to(torch.bfloat16)
+    args = [test.shard(t, tv) for t, tv in zip((x, w), fd.fusion.inputs())]
+    other = [args[0].neg(), args[1]]
+    (first,) = fd.execute(args, backend=CUDA)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        outs = []
+        for _ in range(3):
+            outs.append(fd.execute(args, backend=CUDA)[0])
+            outs.append(fd.execute(other, backend=CUDA)[0])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert fd._cache.num_programs == 1
+    for again, negated in zip(outs[0::2], outs[1::2]):
+        assert again.data_ptr() != first.data_ptr()
+        assert torch.equal(again, first)
+        assert torch.equal(negated, first.neg())
+    reference = torch.nn.functional.linear(x.double(), w.double())
+    torch.testing.assert_close(first.cpu().double(), reference, rtol=1.6e-2, atol=0.5)
+
+
+def test_cuda_and_nccl_programs_are_compiled_apart(multidevice_test):
+    """The backend is part of a program's signature: NCCL and CUDA programs
+    of one fusion run side by side and agree."""
+    test = multidevice_test
+    needs_gpus(test)
+    if test.comm.local_size() > torch.cuda.device_count():
+        pytest.skip("NCCL needs a GPU per process")
+    d = test.size
+    fd = row_parallel_linear(d, 1, 4)
+    full = global_inputs(8, 16, 4, seed=9)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (nccl,) = fd.execute(args)
+    (cuda,) = fd.execute(args, backend=CUDA)
+    assert torch.equal(nccl, cuda)
+    assert fd._cache.num_programs == 2
+
+
+def test_cpu_tensors_are_refused(multidevice_test):
+    """The CUDA backend carries CUDA tensors only: a ValueError before any
+    communication, on every rank alike."""
+    test = multidevice_test
+    fd = row_parallel_linear(test.size, 1, 4)
+    full = global_inputs(8, 16, 4, seed=10)
+    args = [shard_tensor(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    with pytest.raises(ValueError, match="CPU tensors, which only the Gloo backend carries"):
+        fd.execute(args, backend=CUDA)
