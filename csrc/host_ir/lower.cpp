@@ -657,48 +657,94 @@ class Lowerer {
   const TensorOp* op_ = nullptr;
 };
 
+// One scope of the program: a Stream loop over `parts` chunks, or, without
+// `parts`, operations at the top level.
+struct Segment {
+  Scalar* parts = nullptr;
+  std::vector<TensorOp*> ops;
+};
+
+// Groups `exprs`, in topological order, into the scopes they are lowered
+// into, in program order. A run of operations split on the same stream axis
+// becomes one Stream loop. An operation without a stream split that reads
+// nothing the loop writes (the upcast of a layer_norm's weight, a bias
+// broadcast to every chunk) does not end the loop: it is loop-invariant and
+// runs once, in front of it. The first operation that reads what the loop
+// writes without being split like it (a sum over the chunked axis) ends
+// the loop, as does one split into another number of chunks.
+std::vector<Segment> segmentsOf(const std::vector<TensorOp*>& exprs) {
+  std::vector<Segment> segments;
+  std::vector<bool> placed(exprs.size(), false);
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    if (placed[i]) {
+      continue;
+    }
+    Scalar* parts = streamParts(exprs[i]);
+    if (parts == nullptr) {
+      segments.push_back({nullptr, {exprs[i]}});
+      continue;
+    }
+    Segment hoisted;
+    Segment loop{parts, {exprs[i]}};
+    const std::vector<TensorView*> first_outs = exprs[i]->outs();
+    std::unordered_set<const TensorView*> written(
+        first_outs.begin(), first_outs.end());
+    for (size_t j = i + 1; j < exprs.size(); ++j) {
+      TensorOp* op = exprs[j];
+      Scalar* next = streamParts(op);
+      if (next != nullptr && sameExtent(next, parts)) {
+        loop.ops.push_back(op);
+        const std::vector<TensorView*> outs = op->outs();
+        written.insert(outs.begin(), outs.end());
+        placed[j] = true;
+        continue;
+      }
+      const std::vector<TensorView*> ins = op->tensorInputs();
+      const bool reads_loop =
+          std::any_of(ins.begin(), ins.end(), [&](const TensorView* tv) {
+            return written.count(tv) != 0;
+          });
+      if (next != nullptr || reads_loop) {
+        break;
+      }
+      // Loop-invariant: it runs once, in front of the loop.
+      hoisted.ops.push_back(op);
+      placed[j] = true;
+    }
+    if (!hoisted.ops.empty()) {
+      segments.push_back(std::move(hoisted));
+    }
+    segments.push_back(std::move(loop));
+  }
+  return segments;
+}
+
 } // namespace
 
 std::unique_ptr<HostIrContainer> lowerToHostIr(
     std::unique_ptr<Fusion> fusion, const LoweringOptions& options) {
   Fusion& f = *fusion;
   auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
-  const std::vector<TensorOp*> exprs = f.exprs();
 
-  // Segments [begin, end) of `exprs`: a run of operations split on the same
-  // stream axis becomes one Stream loop, any other operation stands alone at
-  // the top level. `segment_of` tells the scope each operation goes to.
-  std::vector<std::pair<size_t, size_t>> segments;
+  const std::vector<Segment> segments = segmentsOf(f.exprs());
   std::unordered_map<const TensorOp*, size_t> segment_of;
   constexpr size_t kTopLevel = std::numeric_limits<size_t>::max();
-  for (size_t i = 0; i < exprs.size();) {
-    Scalar* parts = streamParts(exprs[i]);
-    size_t end = i + 1;
-    while (parts != nullptr && end < exprs.size()) {
-      Scalar* next = streamParts(exprs[end]);
-      if (next == nullptr || !sameExtent(next, parts)) {
-        break;
-      }
-      ++end;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    for (const TensorOp* op : segments[i].ops) {
+      segment_of.emplace(op, segments[i].parts == nullptr ? kTopLevel : i);
     }
-    for (size_t j = i; j < end; ++j) {
-      segment_of.emplace(
-          exprs[j], parts == nullptr ? kTopLevel : segments.size());
-    }
-    segments.emplace_back(i, end);
-    i = end;
   }
 
   Lowerer lowerer(*hic, options, std::move(segment_of));
-  for (const auto& [begin, end] : segments) {
-    Scalar* parts = streamParts(exprs[begin]);
-    if (parts == nullptr) {
-      lowerer.lowerOp(hic->topLevel(), exprs[begin], nullptr);
+  for (const Segment& segment : segments) {
+    if (segment.parts == nullptr) {
+      for (const TensorOp* op : segment.ops) {
+        lowerer.lowerOp(hic->topLevel(), op, nullptr);
+      }
       continue;
     }
-    std::vector<TensorOp*> segment(exprs.begin() + begin, exprs.begin() + end);
-    StreamLoop loop(*hic, f, parts, segment);
-    for (TensorOp* op : segment) {
+    StreamLoop loop(*hic, f, segment.parts, segment.ops);
+    for (const TensorOp* op : segment.ops) {
       lowerer.lowerOp(loop.body(), op, &loop);
     }
     if (!loop.body().exprs().empty()) {

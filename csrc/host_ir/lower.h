@@ -32,7 +32,10 @@ struct LoweringOptions {
 // of one device:
 //  - consecutive operations whose outputs are split on the same stream axis
 //    go into one Stream ForLoop; tensors that live beyond the loop are read
-//    and written through ShardByStream views of one chunk;
+//    and written through ShardByStream views of one chunk. An operation
+//    without a stream split that reads nothing the loop writes (the upcast
+//    of a weight broadcast to every chunk) runs once, in front of the
+//    loop, rather than ending it;
 //  - operations that move data between devices become a Communication and
 //    its Wait (or, when a device only takes its part of a replicated
 //    tensor, a ShardByDevice view and a copy); the others stay compute

@@ -52,6 +52,34 @@ def row_parallel_linear(
     return fd
 
 
+def stream_loop_statements(host_ir: str) -> list[list[str]]:
+    """The statements of each Stream loop of a printed host program (its
+    join loops, which only synchronize, included), one string per
+    statement, a compute operation's argument lines joined to it."""
+    loops: list[list[str]] = []
+    loop_indent = None
+    for line in host_ir.splitlines():
+        indent = len(line) - len(line.lstrip())
+        text = line.strip()
+        if loop_indent is not None and indent <= loop_indent:
+            loop_indent = None
+        if loop_indent is None:
+            if text.startswith("FOR "):
+                loop_indent = indent
+                loops.append([])
+            continue
+        if indent == loop_indent + 2:
+            loops[-1].append(text)
+        else:
+            loops[-1][-1] += " " + text
+    return loops
+
+
+def tensor_name(tv) -> str:
+    """How a fusion's tensor starts in a printed program: `T1_g___bfloat[`."""
+    return str(tv).split("[")[0] + "["
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

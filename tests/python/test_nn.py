@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import stream_loop_statements, tensor_name
 from op_testing import assert_same, run1, sample
 
-from mdfuser import FusionDefinition, nn
+from mdfuser import FusionDefinition, ParallelType, nn
+from mdfuser.multidevice import DeviceMesh
 from mdfuser.pytorch_utils import torch_dtype_to_nvfuser_dtype
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float64]
@@ -82,6 +84,38 @@ def test_layer_norm_runs_as_one_fused_kernel(affine, dtype):
     expected = F.layer_norm(x, [16], *(params or (None, None)), eps=1e-5)
     assert_same(fused, expected)
     assert_same(composed, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_stream_chunked_layer_norm_fuses_whole_in_the_loop(dtype):
+    """With the tokens split into stream chunks, a layer_norm in front of a
+    linear runs in one Stream loop with the linear, fused per chunk with its
+    weight and bias. In bfloat16 the upcasts of weight and bias, which no
+    chunk splits, run once in front of the loop rather than ending it."""
+    x = sample([8, 16], dtype, seed=12)
+    w, b = sample([16], dtype, seed=13), sample([16], dtype, seed=14)
+    lw = sample([32, 16], dtype, seed=15)
+    mdf_dtype = torch_dtype_to_nvfuser_dtype(dtype)
+    with FusionDefinition() as fd:
+        tx = fd.define_tensor([-1, 16], dtype=mdf_dtype)
+        tw, tb = (fd.define_tensor([16], dtype=mdf_dtype) for _ in range(2))
+        tlw = fd.define_tensor([32, 16], dtype=mdf_dtype)
+        fd.add_output(fd.ops.linear(fd.ops.layer_norm(tx, 1, tw, tb, eps=1e-5), tlw))
+        for tv in (tx, tw, tb, tlw):
+            tv.set_device_mesh(DeviceMesh([0]))
+        tx.outer_split(0, 2)
+        tx.axis(0).parallelize(ParallelType.stream)
+    (y,) = fd.execute([x, w, b, lw])
+    program = fd.last_host_ir()
+    loops = stream_loop_statements(program)
+    assert len(loops) == 2, program  # the Stream loop and its join loop
+    loop = loops[0]
+    (fused,) = [s for s in loop if "= layer_norm(" in s]
+    assert tensor_name(tw) in fused and tensor_name(tb) in fused, fused
+    assert any("= linear(" in s for s in loop), program
+    for primitive in ("= cast(", "= mul(", "= add(", "= sum("):
+        assert primitive not in program, program
+    assert_same(y, F.linear(F.layer_norm(x, [16], w, b, eps=1e-5), lw))
 
 
 def test_layer_norm_whose_centred_values_are_returned_stays_composed():

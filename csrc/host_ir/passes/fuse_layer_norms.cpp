@@ -29,11 +29,14 @@ void countUses(const Scope& scope, std::unordered_map<const Val*, int>& uses) {
 
 class Matcher {
  public:
+  // `defs` are the definitions in the scope being matched, `outer_defs`
+  // those that run before it in the scopes enclosing it.
   Matcher(
       const HostIrContainer& hic,
       const std::unordered_map<const Val*, int>& uses,
-      const std::unordered_map<const TensorView*, TensorOp*>& defs)
-      : hic_(hic), uses_(uses), defs_(defs) {}
+      const std::unordered_map<const TensorView*, TensorOp*>& defs,
+      const std::unordered_map<const TensorView*, TensorOp*>& outer_defs)
+      : hic_(hic), uses_(uses), defs_(defs), outer_defs_(outer_defs) {}
 
   // The fused operation and the statements it replaces, when `rsqrt` is
   // the reciprocal square root of a layer_norm.
@@ -104,8 +107,7 @@ class Matcher {
     ndim_ = ndim;
     eps_ = std::get<double>(eps->value());
     // Through the upcast of x when the result is cast back; on the Float
-    // values otherwise (the upcast and what follows stay as they are, as
-    // when a stream loop ends at the scaling).
+    // values otherwise (the upcast and what follows stay as they are).
     const std::vector<TensorOp*> common = replaced_;
     if (std::optional<Match> m = extend(scale, xf, /*through_upcast=*/true)) {
       return m;
@@ -218,6 +220,19 @@ class Matcher {
     return it->second->type() == type ? it->second : nullptr;
   }
 
+  // As def(), for a definition read once that runs before the scope.
+  TensorOp* outerDef(const TensorView* tv, OpType type) {
+    if (hic_.isOutput(tv) || useCount(tv) != 1) {
+      return nullptr;
+    }
+    auto it = outer_defs_.find(tv);
+    if (it == outer_defs_.end() || it->second->type() != type) {
+      return nullptr;
+    }
+    replaced_.push_back(it->second);
+    return it->second;
+  }
+
   std::optional<Mean> mean(const Val* v) {
     TensorOp* div = def(v, OpType::Div, 1);
     if (div == nullptr) {
@@ -238,7 +253,9 @@ class Matcher {
   }
 
   // Weight or bias: `v` itself when the computation is in x's dtype, the
-  // operand of its upcast otherwise; of x's dtype either way.
+  // operand of its upcast otherwise; of x's dtype either way. The upcast
+  // may run before the scope, in front of the Stream loop it is invariant
+  // in (lowering puts it there).
   TensorView* parameter(Val* v, const TensorView* x, bool upcast) {
     auto* tv = dynamic_cast<TensorView*>(v);
     if (tv == nullptr) {
@@ -246,6 +263,9 @@ class Matcher {
     }
     if (upcast) {
       TensorOp* up = def(tv, OpType::Cast, 1);
+      if (up == nullptr) {
+        up = outerDef(tv, OpType::Cast);
+      }
       if (up == nullptr) {
         return nullptr;
       }
@@ -304,20 +324,36 @@ class Matcher {
   const HostIrContainer& hic_;
   const std::unordered_map<const Val*, int>& uses_;
   const std::unordered_map<const TensorView*, TensorOp*>& defs_;
+  const std::unordered_map<const TensorView*, TensorOp*>& outer_defs_;
   std::vector<TensorOp*> replaced_;
   int64_t ndim_ = 0;
   double eps_ = 0;
 };
 
-void fuse(
+// The statements the fused operations replace, and the fused operation
+// that takes the place of each one writing a layer_norm's output.
+struct Rewrite {
+  std::unordered_set<const Expr*> removed;
+  std::unordered_map<const Expr*, Expr*> replacement;
+};
+
+// Matches the layer_norms of `scope` and of the loops in it; `outer_defs`
+// are the definitions that run before `scope` in the scopes enclosing it.
+void match(
     HostIrContainer& hic,
     Scope& scope,
-    const std::unordered_map<const Val*, int>& uses) {
+    const std::unordered_map<const Val*, int>& uses,
+    const std::unordered_map<const TensorView*, TensorOp*>& outer_defs,
+    Rewrite& rewrite) {
   std::unordered_map<const TensorView*, TensorOp*> defs;
   std::unordered_map<const TensorView*, TensorOp*> readers;
   for (Expr* e : scope.exprs()) {
     if (auto* loop = dynamic_cast<ForLoop*>(e)) {
-      fuse(hic, loop->body(), uses);
+      std::unordered_map<const TensorView*, TensorOp*> before = outer_defs;
+      for (const auto& [tv, op] : defs) {
+        before[tv] = op;
+      }
+      match(hic, loop->body(), uses, before, rewrite);
     } else if (auto* op = dynamic_cast<TensorOp*>(e)) {
       for (TensorView* out : op->outs()) {
         defs[out] = op;
@@ -327,13 +363,11 @@ void fuse(
       }
     }
   }
-  Matcher matcher(hic, uses, defs);
+  Matcher matcher(hic, uses, defs, outer_defs);
   matcher.readers_ = readers;
-  std::unordered_set<const Expr*> removed;
-  std::unordered_map<const Expr*, Expr*> replacement;
   for (Expr* e : scope.exprs()) {
     auto* op = dynamic_cast<TensorOp*>(e);
-    if (op == nullptr || removed.count(op) != 0) {
+    if (op == nullptr || rewrite.removed.count(op) != 0) {
       continue;
     }
     std::optional<Matcher::Match> m = matcher.match(op);
@@ -346,18 +380,22 @@ void fuse(
     Expr* fused = hic.create<LayerNormOp>(
         m->out, m->in, m->weight, m->bias, m->normalized_ndim, m->eps);
     for (TensorOp* r : m->replaced) {
-      removed.insert(r);
+      rewrite.removed.insert(r);
     }
-    replacement[defs.at(m->out)] = fused;
+    rewrite.replacement[defs.at(m->out)] = fused;
   }
-  if (removed.empty()) {
-    return;
-  }
+}
+
+void apply(Scope& scope, const Rewrite& rewrite) {
   std::vector<Expr*> exprs;
   for (Expr* e : scope.exprs()) {
-    if (auto it = replacement.find(e); it != replacement.end()) {
+    if (auto* loop = dynamic_cast<ForLoop*>(e)) {
+      apply(loop->body(), rewrite);
+    }
+    if (auto it = rewrite.replacement.find(e);
+        it != rewrite.replacement.end()) {
       exprs.push_back(it->second);
-    } else if (removed.count(e) == 0) {
+    } else if (rewrite.removed.count(e) == 0) {
       exprs.push_back(e);
     }
   }
@@ -369,7 +407,11 @@ void fuse(
 void fuseLayerNorms(HostIrContainer& hic) {
   std::unordered_map<const Val*, int> uses;
   countUses(hic.topLevel(), uses);
-  fuse(hic, hic.topLevel(), uses);
+  Rewrite rewrite;
+  match(hic, hic.topLevel(), uses, {}, rewrite);
+  if (!rewrite.removed.empty()) {
+    apply(hic.topLevel(), rewrite);
+  }
 }
 
 } // namespace mdfuser::hir

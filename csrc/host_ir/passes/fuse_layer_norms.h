@@ -22,10 +22,11 @@ namespace mdfuser::hir {
 // axes, every device and stream chunk holds them whole (unsplit in x and
 // out, so no allreduce sits between the sums and the divisions), n is
 // their element count, weight and bias have x's dtype, every statement is
-// in one scope and every intermediate is used by the pattern alone (not a
-// program output). Other compositions are left as they are. Runs first,
-// on the lowered program; `_disable_options=["fuse_layer_norms"]` turns it
-// off.
+// in one scope (but the upcasts of weight and bias, which may run before a
+// Stream loop holding the rest: lowering hoists them there) and every
+// intermediate is used by the pattern alone (not a program output). Other
+// compositions are left as they are. Runs first, on the lowered program;
+// `_disable_options=["fuse_layer_norms"]` turns it off.
 void fuseLayerNorms(HostIrContainer& hic);
 
 } // namespace mdfuser::hir

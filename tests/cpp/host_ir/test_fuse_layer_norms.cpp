@@ -34,6 +34,8 @@ struct Options {
   bool output_centred = false;
   // Casts the Float result back to the input's dtype.
   bool downcast = true;
+  // Splits the tokens into 2 stream chunks, each then across the devices.
+  bool streams = false;
 };
 
 // layer_norm of x [tokens, 8] over its last axis, from primitives, as
@@ -72,7 +74,11 @@ std::unique_ptr<HostIrContainer> layerNorm(const Options& o) {
   for (TensorView* tv : {x, w, b}) {
     tv->setDeviceMesh(mesh);
   }
-  const int64_t axis = o.shard_hidden ? 1 : 0;
+  if (o.streams) {
+    x->outerSplit(0, 2);
+    x->parallelize(0, ParallelType::Stream);
+  }
+  const int64_t axis = (o.shard_hidden ? 1 : 0) + (o.streams ? 1 : 0);
   x->outerSplit(axis, 2);
   x->parallelize(axis, ParallelType::DIDx);
   if (o.shard_hidden) {
@@ -148,6 +154,32 @@ TEST(FuseLayerNorms, AFloatResultIsNormalizedAfterTheUpcasts) {
   EXPECT_EQ(op->in()->dtype(), DataType::Float);
   EXPECT_EQ(op->weight()->dtype(), DataType::Float);
   EXPECT_EQ(op->out(), hic->outputs()[0]);
+}
+
+TEST(FuseLayerNorms, StreamChunksFuseWithTheirWeightAndBias) {
+  // Lowering runs the upcasts of weight and bias once, in front of the
+  // Stream loop; each chunk's composition, with its affine part and the
+  // downcast, becomes one layer_norm of the chunk, the weight and the bias.
+  auto hic = layerNorm({.streams = true});
+  fuseLayerNorms(*hic);
+  verify(*hic);
+  const auto& top = hic->topLevel().exprs();
+  ASSERT_EQ(top.size(), 1u) << test::outline(*hic);
+  auto* loop = dynamic_cast<const ForLoop*>(top[0]);
+  ASSERT_NE(loop, nullptr);
+  const std::string body = test::outline(loop->body());
+  EXPECT_EQ(count(body, " = cast("), 0) << body;
+  ASSERT_EQ(count(body, " = layer_norm("), 1) << body;
+  const LayerNormOp* op = nullptr;
+  for (const Expr* e : loop->body().exprs()) {
+    if (const auto* ln = dynamic_cast<const LayerNormOp*>(e)) {
+      op = ln;
+    }
+  }
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->in()->dtype(), DataType::BFloat16);
+  EXPECT_EQ(op->weight(), hic->inputs()[1]);
+  EXPECT_EQ(op->bias(), hic->inputs()[2]);
 }
 
 TEST(FuseLayerNorms, ANormalizedAxisSplitAcrossDevicesStaysComposed) {

@@ -63,6 +63,76 @@ TEST(Lower, StreamSplitOperationsShareOneStreamLoop) {
   EXPECT_EQ(wait->communication(), allreduce);
 }
 
+// out = cast(cast(x) * cast(w) + cast(b)) for x [t, 8] in BFloat16 split
+// into 2 stream chunks, w and b [8] broadcast to every chunk: what a
+// layer_norm's affine part looks like. With `sum_chunks`, also the sum of
+// the products over the chunked axis, added back to them.
+std::unique_ptr<Fusion> scaleAndShift(bool sum_chunks = false) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* x = fusion->defineTensor({-1, 8}, {}, DataType::BFloat16);
+  TensorView* w = fusion->defineTensor({8}, {}, DataType::BFloat16);
+  TensorView* b = fusion->defineTensor({8}, {}, DataType::BFloat16);
+  TensorView* y =
+      binaryOp(OpType::Mul, cast(x, DataType::Float), cast(w, DataType::Float));
+  if (sum_chunks) {
+    y = binaryOp(OpType::Add, y, reduce(OpType::Sum, y, {0}, /*keepdim=*/true));
+  }
+  TensorView* z = binaryOp(OpType::Add, y, cast(b, DataType::Float));
+  fusion->addOutput(cast(z, DataType::BFloat16));
+  const DeviceMesh mesh({0});
+  for (TensorView* tv : {x, w, b}) {
+    tv->setDeviceMesh(mesh);
+  }
+  x->outerSplit(0, 2);
+  x->parallelize(0, ParallelType::Stream);
+  return fusion;
+}
+
+TEST(Lower, LoopInvariantOperationsRunInFrontOfTheStreamLoop) {
+  // The upcasts of w and b have no stream split; they read nothing the
+  // loop writes, so they run once before it instead of cutting it in
+  // three.
+  auto hic = lower(scaleAndShift());
+  const auto& top = hic->topLevel().exprs();
+  ASSERT_EQ(top.size(), 3u) << hic->toString();
+  for (int i = 0; i < 2; ++i) {
+    auto* up = dynamic_cast<TensorOp*>(top[i]);
+    ASSERT_NE(up, nullptr) << hic->toString();
+    EXPECT_EQ(up->type(), OpType::Cast);
+    EXPECT_EQ(up->tensorInputs().front(), hic->inputs()[1 + i]);
+  }
+  auto* loop = dynamic_cast<ForLoop*>(top[2]);
+  ASSERT_NE(loop, nullptr);
+  EXPECT_EQ(loop->parallelType(), ParallelType::Stream);
+  std::vector<OpType> in_loop;
+  for (Expr* e : loop->body().exprs()) {
+    if (auto* op = dynamic_cast<TensorOp*>(e)) {
+      in_loop.push_back(op->type());
+    }
+  }
+  EXPECT_EQ(
+      in_loop,
+      (std::vector<OpType>{
+          OpType::Cast, OpType::Mul, OpType::Add, OpType::Cast}));
+}
+
+TEST(Lower, AnOperationReadingTheLoopUnsplitEndsIt) {
+  // The sum over the chunked axis reads every chunk of the products: it
+  // runs after their loop, and what follows it in a second loop, with the
+  // upcast of b in front of that one.
+  auto hic = lower(scaleAndShift(/*sum_chunks=*/true));
+  std::vector<std::string> top;
+  for (Expr* e : hic->topLevel().exprs()) {
+    auto* op = dynamic_cast<TensorOp*>(e);
+    top.push_back(op != nullptr ? std::string(op->opName()) : "FOR");
+  }
+  EXPECT_EQ(
+      top,
+      (std::vector<std::string>{
+          "cast", "FOR", "sum", "broadcast", "cast", "FOR"}))
+      << hic->toString();
+}
+
 TEST(Lower, BackendFollowsTheOptions) {
   auto hic = lower(
       test::makeRowParallelLinear(2, 2, 3),

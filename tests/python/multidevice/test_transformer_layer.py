@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import stream_loop_statements, tensor_name
 from transformer_blocks import Attention, layer_forward, layer_reference
 
+from mdfuser import DataType
 from mdfuser.multidevice import shard_tensor
 
 
@@ -61,3 +63,31 @@ def test_forward(multidevice_test, mode, streams):
     if d > 1 and mode == "tp":
         assert host_ir.count("type=Allreduce") == 2
         assert "type=Allgather" not in host_ir
+
+
+@pytest.mark.parametrize("mode", ["tp", "sp"])
+def test_stream_chunks_hold_the_whole_layer(multidevice_test, mode):
+    """In bfloat16 each layer_norm upcasts its weight and bias, which no
+    stream chunk splits: the upcasts run once in front of the Stream loop,
+    so one loop holds the whole layer and each chunk runs both layer_norms
+    fused, weight and bias included, as without stream chunks."""
+    test = multidevice_test
+    d = test.size
+    a = Attention(seq=4 * d, batch=2, e=16 * d, heads=2 * d)
+    full = layer_inputs(a, seed=13)
+    outputs = {}
+    for streams in (1, 2):
+        block = layer_forward(a, d, mode, streams, dtype=DataType.BFloat16)
+        (outputs[streams],) = block.fd.execute(
+            [test.shard(full[k].to(torch.bfloat16), tv) for k, tv in block.inputs.items()]
+        )
+    program = block.fd.last_host_ir()
+    loops = stream_loop_statements(program)
+    assert len(loops) == 2, program  # the Stream loop and its join loop
+    fused = [s for s in loops[0] if "= layer_norm(" in s]
+    assert len(fused) == 2, program
+    for statement, ln in zip(fused, ("ln0", "ln1")):
+        for param in ("w", "b"):
+            assert tensor_name(block.inputs[f"{ln}_{param}"]) in statement, statement
+    assert "= cast(" not in program
+    torch.testing.assert_close(outputs[2], outputs[1])
