@@ -32,7 +32,7 @@ from common import (
     write_json,
 )
 
-from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import Communicator, DeviceMesh
 
 # mdfuser without InplaceAllreduce: the partial sums are copied into the
@@ -41,6 +41,20 @@ COPY = ["inplace_allreduce"]
 # mdfuser with the GEMMs in order on the caller's stream and each chunk's
 # allreduce on its worker stream.
 PIPELINE = ["compute_on_main_stream"]
+# The reduce-scatter ring then the allgather ring, on NCCL, or on the CUDA
+# backend's copy engines (CUDA tensors, d > 1).
+RING = ["ring_decomposition"]
+
+
+def ring_variants(cuda: bool, d: int) -> dict[str, dict]:
+    """The ring decompositions this run can time: execute's keyword
+    arguments by variant."""
+    variants = {"mdfuser_ring": {"_enable_options": RING}}
+    if cuda and d > 1:
+        variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
+    return variants
+
+
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
 COLUMNS += ["busbw_GB/s", "x_streams", "x_no_ovl", "overlap_eff", "floor"]
 WIDTHS = [17, 3, 11, 9, 9, 12, 12, 11, 10, 13, 7]
@@ -223,6 +237,9 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
         check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_pipeline(inp, w, s)(), reference)
         check(f"torch_pipeline s={s} vs torch_no_overlap", err, rank)
+        for name, kwargs in ring_variants(inp.is_cuda, dist.get_world_size()).items():
+            err = max_rel_err(fd.execute([inp, w], **kwargs)[0], reference)
+            check(f"{name} s={s} vs torch_no_overlap", err, rank)
     return reference, errors
 
 
@@ -282,6 +299,9 @@ def main() -> None:
         variants.append(("mdfuser_pipeline", s, pipeline, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
         variants.append(("torch_pipeline", s, torch_pipeline(inp, w, s), 1, 1))
+        for name, kwargs in ring_variants(cuda, d).items():
+            ring = lambda fd=fd, kwargs=kwargs: fd.execute([inp, w], **kwargs)  # noqa: E731
+            variants.append((name, s, ring, 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
     variants.append(("gemm_only", 1, lambda: torch.mm(inp, w.t()), 1, 0))
     variants.append(("allreduce_only", 1, lambda: dist.all_reduce(buffer), 0, 1))
