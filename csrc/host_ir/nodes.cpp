@@ -203,15 +203,6 @@ std::optional<ViewOf> asView(const Expr* expr) {
 
 namespace {
 
-// "(0 1)"
-std::string devices(const std::vector<int64_t>& ranks) {
-  std::string s = "(";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(ranks[i]);
-  }
-  return s + ")";
-}
-
 std::vector<Val*> asVals(const std::vector<Scalar*>& scalars) {
   return {scalars.begin(), scalars.end()};
 }
@@ -261,16 +252,16 @@ void Allocate::makeSymmetric(std::vector<int64_t> team) {
       team_.empty() || team_ == team,
       buffer()->toString(),
       " is shared with two teams, ",
-      devices(team_),
+      teamString(team_),
       " and ",
-      devices(team));
+      teamString(team));
   team_ = std::move(team);
 }
 
 std::string Allocate::toString() const {
   std::string s =
       buffer()->toString() + " = ALLOCATE(mem_type=" +
-      (isSymmetric() ? "symmetric, team=" + devices(team_) : "global") +
+      (isSymmetric() ? "symmetric, team=" + teamString(team_) : "global") +
       ", zero_init=" + (zero_init_ ? "true" : "false");
   if (!stride_order_.empty()) {
     s += ", stride_order=[";
@@ -291,6 +282,14 @@ TensorView* Deallocate::buffer() const {
 
 std::string Deallocate::toString() const {
   return "Deallocate(" + buffer()->toString() + ")";
+}
+
+std::string teamString(const std::vector<int64_t>& team) {
+  std::string s = "(";
+  for (size_t i = 0; i < team.size(); ++i) {
+    s += (i > 0 ? " " : "") + std::to_string(team[i]);
+  }
+  return s + ")";
 }
 
 std::string_view backendName(CommunicatorBackend backend) {
@@ -369,12 +368,12 @@ void Communication::reduceInPlace() {
 std::string Communication::toString() const {
   std::string s = "Communication " + std::to_string(name()) +
                   " (type=" + std::string(communicationTypeName(spec_.type)) +
-                  ", team=" + devices(spec_.team);
+                  ", team=" + teamString(spec_.team);
   if (spec_.senders != spec_.team) {
-    s += ", senders=" + devices(spec_.senders);
+    s += ", senders=" + teamString(spec_.senders);
   }
   if (spec_.receivers != spec_.team) {
-    s += ", receivers=" + devices(spec_.receivers);
+    s += ", receivers=" + teamString(spec_.receivers);
   }
   if (spec_.root.has_value()) {
     s += ", root=" + std::to_string(*spec_.root);

@@ -379,6 +379,9 @@ class Deallocate : public HostExpr {
 // buffers (runtime/cuda_backend.h), which carries the CollectivePermutes of
 // ring decompositions.
 enum class CommunicatorBackend { kNccl, kGloo, kCuda };
+
+// A team of ranks as the dump and error messages print it: "(0 1)".
+std::string teamString(const std::vector<int64_t>& team);
 std::string_view backendName(CommunicatorBackend backend);
 
 // How a reducing collective combines its inputs.

@@ -67,14 +67,6 @@ double seconds(std::chrono::milliseconds ms) {
   return static_cast<double>(ms.count()) / 1000.0;
 }
 
-std::string teamString(const std::vector<int64_t>& team) {
-  std::string s = "(";
-  for (size_t i = 0; i < team.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(team[i]);
-  }
-  return s + ")";
-}
-
 // An error's message without the C++ backtrace torch appends.
 std::string messageOf(const std::exception& e) {
   if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
@@ -483,9 +475,9 @@ c10d::Backend& Communicator::backend(
       "rank ",
       rank(),
       " is not in the team ",
-      teamString(team));
+      hir::teamString(team));
   const std::string key =
-      std::string(hir::backendName(kind)) + teamString(team);
+      std::string(hir::backendName(kind)) + hir::teamString(team);
   State& s = state();
   for (const State::Entry& entry : s.backends) {
     if (entry.key == key) {
@@ -549,7 +541,7 @@ c10d::Backend& Communicator::backend(
             " could not create the ",
             hir::backendName(kind),
             " backend for team ",
-            teamString(team),
+            hir::teamString(team),
             " within ",
             seconds(options_.timeout),
             " s: ",
@@ -617,17 +609,21 @@ std::vector<std::string> Communicator::exchange(
       "rank ",
       rank(),
       " is not in the team ",
-      teamString(team));
+      hir::teamString(team));
   State& s = state();
   const std::string prefix = detail::concat(
-      "exchange", teamString(team), "/", s.exchanges[teamString(team)]++, "/");
+      "exchange",
+      hir::teamString(team),
+      "/",
+      s.exchanges[hir::teamString(team)]++,
+      "/");
   std::vector<std::string> keys;
   for (int64_t r : team) {
     keys.push_back(prefix + std::to_string(r));
   }
   auto lost_store = [&](const std::exception& e) {
     return lostStore(
-        detail::concat(operation, " with team ", teamString(team)), e);
+        detail::concat(operation, " with team ", hir::teamString(team)), e);
   };
   try {
     s.store->set(
@@ -673,7 +669,7 @@ std::vector<std::string> Communicator::exchange(
             " s in ",
             operation,
             " with team ",
-            teamString(team),
+            hir::teamString(team),
             ", but ",
             ranksString(missing),
             " did not take part"),

@@ -179,14 +179,6 @@ class Watchdog {
   bool stop_ = false;
 };
 
-std::string teamString(const std::vector<int64_t>& team) {
-  std::string s = "(";
-  for (size_t i = 0; i < team.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(team[i]);
-  }
-  return s + ")";
-}
-
 } // namespace
 
 // The counters of one team: for each kind (ready, done), channel and
@@ -236,9 +228,9 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
       "rank ",
       communicator_.rank(),
       " is not in the team ",
-      teamString(members));
+      hir::teamString(members));
   t->counters = buffers_.get(
-      "counters" + teamString(members),
+      "counters" + hir::teamString(members),
       members,
       {2 * kChannels * t->size()},
       at::kInt,
@@ -322,7 +314,7 @@ PendingCollective CudaBackend::permute(
 
   const int64_t rank = communicator_.rank();
   const std::string where = detail::concat(
-      "rank ", rank, " in ", what, " with team ", teamString(members));
+      "rank ", rank, " in ", what, " with team ", hir::teamString(members));
   Watchdog::Entry entry;
   entry.ready = ready;
   entry.done = done;

@@ -35,14 +35,6 @@ struct RunState {
   std::unordered_map<const hir::Communication*, PendingCollective> pending;
 };
 
-std::string teamString(const std::vector<int64_t>& team) {
-  std::string s = "(";
-  for (size_t i = 0; i < team.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(team[i]);
-  }
-  return s + ")";
-}
-
 c10d::ReduceOp::RedOpType redOp(hir::ReduceKind kind) {
   switch (kind) {
     case hir::ReduceKind::kSum:
@@ -375,7 +367,7 @@ class Interpreter {
               " (Communication ",
               comm->name(),
               ") with team ",
-              teamString(comm->team()),
+              hir::teamString(comm->team()),
               timed_out ? " (timed out)" : "",
               ": ",
               e.what()),

@@ -21,14 +21,6 @@ namespace sm = c10d::symmetric_memory;
 
 namespace {
 
-std::string teamString(const std::vector<int64_t>& team) {
-  std::string s = "(";
-  for (size_t i = 0; i < team.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(team[i]);
-  }
-  return s + ")";
-}
-
 int64_t teamIndex(const std::vector<int64_t>& team, int64_t rank) {
   auto it = std::find(team.begin(), team.end(), rank);
   MDF_CHECK(
@@ -36,7 +28,7 @@ int64_t teamIndex(const std::vector<int64_t>& team, int64_t rank) {
       "rank ",
       rank,
       " is not in the team ",
-      teamString(team));
+      hir::teamString(team));
   return it - team.begin();
 }
 
@@ -58,13 +50,13 @@ std::string symmetricGroup(
   static std::mutex mutex;
   // The registry holds groups weakly: these keep them.
   static std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups;
-  const std::string name = "mdfuser" + teamString(team);
+  const std::string name = "mdfuser" + hir::teamString(team);
   std::lock_guard<std::mutex> lock(mutex);
   if (groups.count(name) == 0) {
     const int rank = static_cast<int>(teamIndex(team, communicator.rank()));
     const int size = static_cast<int>(team.size());
     auto store = c10::make_intrusive<c10d::PrefixStore>(
-        "symmetric" + teamString(team), communicator.store());
+        "symmetric" + hir::teamString(team), communicator.store());
     sm::set_group_info(name, rank, size, store);
     // torch's rendezvous also looks the group up among the process groups;
     // one without backends is enough: nothing runs collectives on it.
@@ -110,13 +102,13 @@ at::Tensor SymmetricBuffers::get(
           " ",
           entry->tensor.scalar_type(),
           " shared with ",
-          teamString(entry->team),
+          hir::teamString(entry->team),
           ", now asked for as ",
           sizes,
           " ",
           dtype,
           " shared with ",
-          teamString(team));
+          hir::teamString(team));
       return entry->tensor;
     }
   }
@@ -156,7 +148,7 @@ at::Tensor SymmetricBuffers::get(
             " could not set up the symmetric buffer ",
             key,
             " with team ",
-            teamString(team),
+            hir::teamString(team),
             ": ",
             e.what()),
         /*timed_out=*/false);
