@@ -160,6 +160,26 @@ def run_info(device: torch.device) -> dict:
     }
 
 
+def add_ratios(results: list, comm: str) -> None:
+    """Ratios of each record's median to the references, for records with
+    `variant`, `num_chunks`, `median_ms`, `tflops` (None without a GEMM),
+    `algbw_gbps` (None without a collective) and the ratio fields:
+    `vs_gemm_only` and `vs_torch_no_overlap` (time over theirs, None where
+    the run has no such record), and for records with both a GEMM and a
+    collective the overlap efficiency `(T_gemm + T_comm - T) / min(T_gemm,
+    T_comm)` and the floor ratio `T / max(T_gemm, T_comm)`, with T_gemm the
+    median of `gemm_only` and T_comm that of the variant named `comm`."""
+    median = {(r.variant, r.num_chunks): r.median_ms for r in results}
+    t_gemm, t_comm = median.get(("gemm_only", 1)), median.get((comm, 1))
+    t_no_overlap = median.get(("torch_no_overlap", 1))
+    for r in results:
+        r.vs_gemm_only = r.median_ms / t_gemm if t_gemm else None
+        r.vs_torch_no_overlap = r.median_ms / t_no_overlap if t_no_overlap else None
+        if r.tflops is not None and r.algbw_gbps is not None and t_gemm and t_comm:
+            r.overlap_efficiency = (t_gemm + t_comm - r.median_ms) / min(t_gemm, t_comm)
+            r.floor_ratio = r.median_ms / max(t_gemm, t_comm)
+
+
 def write_json(path: str, records: list) -> None:
     """Writes dataclass records as a JSON list."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from common import (
     DTYPES,
     Timer,
+    add_ratios,
     check,
     fmt,
     init_distributed,
@@ -83,6 +84,7 @@ class Result:
     sm_carveout: int
     nccl_env: str
     vs_torch_streams: float | None = None
+    vs_gemm_only: float | None = None
     vs_torch_no_overlap: float | None = None
     overlap_efficiency: float | None = None
     floor_ratio: float | None = None
@@ -243,17 +245,12 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
     return reference, errors
 
 
-def add_ratios(results: list[Result]) -> None:
-    """Ratios to the references; overlap efficiency and floor ratio."""
+def add_torch_streams_ratio(results: list[Result]) -> None:
+    """Each variant's time over torch_streams' with the same s."""
     median = {(r.variant, r.num_chunks): r.median_ms for r in results}
-    t_gemm, t_ar = median[("gemm_only", 1)], median[("allreduce_only", 1)]
     for r in results:
         streams_ms = median.get(("torch_streams", r.num_chunks))
         r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
-        r.vs_torch_no_overlap = r.median_ms / median[("torch_no_overlap", 1)]
-        if r.tflops is not None and r.algbw_gbps is not None:
-            r.overlap_efficiency = (t_gemm + t_ar - r.median_ms) / min(t_gemm, t_ar)
-            r.floor_ratio = r.median_ms / max(t_gemm, t_ar)
 
 
 def write_trace(fd, inputs, directory: str, rank: int, timer: Timer) -> None:
@@ -350,7 +347,8 @@ def main() -> None:
                 **common,
             )
         )
-    add_ratios(results)
+    add_ratios(results, comm="allreduce_only")
+    add_torch_streams_ratio(results)
     if args.trace:
         write_trace(fds[max(args.chunks)], [inp, w], args.trace, rank, timer)
 

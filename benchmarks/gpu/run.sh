@@ -11,7 +11,7 @@
 # supplies it).
 #
 #   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
-#                         [--sanitizer] [--sizes H,T] [--blocks]
+#                         [--sanitizer] [--sizes H,T] [--blocks] [--rings]
 #
 # The tests and the benchmarks run at every world size of 2, 4 and 8 the
 # machine has GPUs for; --high-priority repeats each row-parallel benchmark
@@ -23,6 +23,14 @@
 # block leaves the others' results, merged into one
 # $OUT/transformer_blocks_d<N>.json per world size. $OUT returns at most 8
 # files: on a machine of 8 GPUs, combine --blocks with --skip-bench.
+#
+# --rings runs benchmarks/ring_pairs.py (the allgather + column-parallel
+# linear and the row-parallel linear + reduce-scatter; mdfuser's
+# collectives, its NCCL rings and CUDA-backend rings, torch's fused async-TP
+# ops) at each world size of 2, 4 and 8 the machine has, at H,T (--sizes)
+# and again with the balanced --k 2048, one torchrun per shape. All its
+# records go into one file, $OUT/ring_pairs.json, merged after every run.
+# On a machine of one GPU it runs nothing (the rings need d >= 2).
 #
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).
@@ -41,6 +49,7 @@ SANITIZER=0
 SWEEP=0
 HIGH_PRIORITY=0
 BLOCKS=0
+RINGS=0
 H=8192
 T=8192
 while [ $# -gt 0 ]; do
@@ -51,6 +60,7 @@ while [ $# -gt 0 ]; do
     --sweep) SWEEP=1 ;;
     --high-priority) HIGH_PRIORITY=1 ;;
     --blocks) BLOCKS=1 ;;
+    --rings) RINGS=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -209,6 +219,27 @@ if [ "$BLOCKS" -eq 1 ]; then
       # outlasts the call.
       "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
         "$OUT/transformer_blocks_d$n.json" "$WORK"/blocks_*_d"$n".json 2>>"$LOG"
+    done
+  done
+fi
+
+if [ "$RINGS" -eq 1 ]; then
+  [ "$NGPU" -ge 2 ] || echo "rings: skipped, they need 2 GPUs or more" | tee -a "$SUMMARY"
+  for n in 2 4 8; do
+    [ "$NGPU" -ge "$n" ] || continue
+    i=0
+    for shape in default k2048; do
+      i=$((i + 1))
+      extra=()
+      [ "$shape" = default ] || extra=(--k 2048)
+      step "rings_${shape}_d$n" 300 torchrun --nproc-per-node "$n" \
+        --master-port $((29700 + 10 * i + n)) benchmarks/ring_pairs.py \
+        -H "$H" -t "$T" --chunks 1,2,4 --iters 30 "${extra[@]}" \
+        --json "$WORK/rings_${shape}_d$n.json"
+      # Merged after every run: what ran is in $OUT even if a later run
+      # outlasts the call.
+      "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
+        "$OUT/ring_pairs.json" "$WORK"/rings_*.json 2>>"$LOG"
     done
   done
 fi

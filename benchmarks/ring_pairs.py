@@ -1,0 +1,516 @@
+# SPDX-License-Identifier: MIT
+"""Ring pairs benchmark: the two matmul-collective pairs mdfuser lowers into rings.
+
+ag_linear: sequence-parallel x [t, k] (tokens across d ranks) feeding a
+column-parallel linear, w [4h, k] split on out_features; every rank computes
+allgather(x) @ w_local^T, [t, 4h/d]. linear_rs: a row-parallel linear, x
+[t, d*k] and w [h, d*k] split on in_features, its partial sums
+reduce-scattered along t; every rank gets [t/d, h]. Variants: mdfuser (a
+collective per stream chunk), mdfuser_ring (rings of point-to-point moves on
+NCCL or Gloo), mdfuser_cuda (the rings on copy engines), torch_fused
+(PyTorch's async-TP ops), torch_no_overlap, gemm_only and comm_only. See
+benchmarks/README.md.
+
+    torchrun --nproc-per-node 8 benchmarks/ring_pairs.py --json rings.json
+    torchrun --nproc-per-node 2 benchmarks/ring_pairs.py --benchmarks linear_rs --k 2048
+    mpirun -np 2 python3 benchmarks/ring_pairs.py --device cpu --iters 3 --warmup 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from common import (
+    DTYPES,
+    Timer,
+    add_ratios,
+    check,
+    fmt,
+    init_distributed,
+    max_rel_err,
+    print_table,
+    run_info,
+    write_json,
+)
+
+from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
+from mdfuser.multidevice import Communicator, DeviceMesh, shard_tensor
+
+BENCHMARKS = ("ag_linear", "linear_rs")
+RING = ["ring_decomposition"]
+COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
+COLUMNS += ["busbw_GB/s", "x_gemm", "x_no_ovl", "overlap_eff", "floor"]
+WIDTHS = [17, 3, 11, 9, 9, 12, 12, 8, 10, 13, 7]
+
+
+@dataclass
+class Result:
+    benchmark: str
+    device: str
+    world_size: int
+    variant: str
+    num_chunks: int
+    h: int
+    t: int
+    m: int  # the local GEMM: [m, k] @ [k, n]
+    n: int
+    k: int
+    dtype: str
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    tflops: float | None  # 2*m*n*k / median; None without a GEMM
+    algbw_gbps: float | None  # the collective's full buffer / median; None without one
+    busbw_gbps: float | None  # algbw * (d-1)/d
+    date: str
+    command: str
+    torch_version: str
+    nccl_env: str
+    vs_gemm_only: float | None = None
+    vs_torch_no_overlap: float | None = None
+    overlap_efficiency: float | None = None
+    floor_ratio: float | None = None
+    max_rel_err: float | None = None
+
+
+def split_across(tv, axis: int, d: int) -> None:
+    tv.outer_split(axis, d)
+    tv.axis(axis).parallelize(ParallelType.mesh_x)
+
+
+def split_tokens(tv, d: int, s: int) -> None:
+    """The tokens (axis 0) in s stream chunks, each cut across the devices."""
+    axis = 0
+    if s > 1:
+        tv.outer_split(0, s)
+        tv.axis(0).parallelize(ParallelType.stream)
+        axis = 1
+    split_across(tv, axis, d)
+
+
+def define_ag_linear(d: int, s: int, k: int, n: int, dtype: DataType) -> FusionDefinition:
+    """x [t, k] with its tokens across the devices, w [n, k] split on
+    out_features (tests/python/multidevice/ring_helpers.py, no bias)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, k], contiguity=True, dtype=dtype)
+        w = fd.define_tensor([n, k], contiguity=True, dtype=dtype)
+        fd.add_output(fd.ops.linear(x, w))
+        mesh = DeviceMesh(torch.arange(d))
+        for tv in (x, w):
+            tv.set_device_mesh(mesh)
+        split_tokens(x, d, s)
+        split_across(w, 0, d)
+    return fd
+
+
+def define_linear_rs(d: int, s: int, k: int, n: int, dtype: DataType) -> FusionDefinition:
+    """x [t, k] and w [n, k] split on in_features, the output's tokens across
+    the devices: its partial sums are reduce-scattered (ring_helpers.py)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, k], contiguity=True, dtype=dtype)
+        w = fd.define_tensor([n, k], contiguity=True, dtype=dtype)
+        out = fd.ops.linear(x, w)
+        fd.add_output(out)
+        mesh = DeviceMesh(torch.arange(d))
+        for tv in (x, w, out):
+            tv.set_device_mesh(mesh)
+        axis = 1
+        if s > 1:
+            x.outer_split(0, s)
+            x.axis(0).parallelize(ParallelType.stream)
+            axis = 2
+        split_across(x, axis, d)
+        split_across(w, 1, d)
+        split_tokens(out, d, s)
+    return fd
+
+
+@dataclass
+class Pair:
+    """One benchmark's inputs, its mdfuser fusions and its torch variants."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    comm_bytes: int  # the collective's full buffer: gathered x, or the partial sums
+    out_gather_dim: int  # the axis along which the ranks' torch outputs form the global one
+    fds: dict[int, FusionDefinition]
+    inputs: dict[int, list[torch.Tensor]]  # mdfuser's local shards, per s
+    x: torch.Tensor  # torch's local shards
+    w: torch.Tensor
+    no_overlap: Callable[[], torch.Tensor]
+    fused: Callable[[str], Callable[[], torch.Tensor]]  # torch_fused, given the group's name
+    parts: dict[str, Callable[[], object]]  # gemm_only and comm_only
+
+
+def make_ag_linear(args, d: int, rank: int, device, chunks: list[int]) -> Pair:
+    h, t, k = args.hidden, args.tokens, args.k or args.hidden
+    n = 4 * h // d
+    dtype, md_dtype = DTYPES[args.dtype]
+    # The same global x on every rank (mdfuser's shards of it depend on s);
+    # each rank draws its own weight rows.
+    x_full = torch.randn(t, k, device=device, generator=generator(device, 1234)).to(dtype)
+    w = torch.randn(n, k, device=device, generator=generator(device, 1235 + rank)).to(dtype)
+    x = x_full.tensor_split(d)[rank].contiguous()
+    fds = {s: define_ag_linear(d, s, k, 4 * h, md_dtype) for s in chunks}
+    inputs = {}
+    for s, fd in fds.items():
+        inputs[s] = [shard_tensor(x_full, fd.fusion.inputs()[0]).contiguous(), w]
+    gathered = torch.empty_like(x_full)
+    del x_full
+
+    def no_overlap() -> torch.Tensor:
+        full = torch.empty(t, k, dtype=dtype, device=device)
+        dist.all_gather_into_tensor(full, x)
+        return torch.mm(full, w.t())
+
+    def fused(group: str) -> Callable[[], torch.Tensor]:
+        op = torch.ops.symm_mem.fused_all_gather_matmul
+        # return_A=True: the gathered x comes back (it is built anyway), and
+        # torch never takes its multicast path, which needs return_A=False.
+        return lambda: op(x, [w.t()], 0, group, return_A=True)[1][0]
+
+    return Pair(
+        name="ag_linear",
+        m=t,
+        n=n,
+        k=k,
+        comm_bytes=t * k * x.element_size(),
+        out_gather_dim=1,
+        fds=fds,
+        inputs=inputs,
+        x=x,
+        w=w,
+        no_overlap=no_overlap,
+        fused=fused,
+        parts={
+            "gemm_only": lambda: torch.mm(gathered, w.t()),
+            "comm_only": lambda: dist.all_gather_into_tensor(gathered, x),
+        },
+    )
+
+
+def make_linear_rs(args, d: int, rank: int, device, chunks: list[int]) -> Pair:
+    h, t = args.hidden, args.tokens
+    k = args.k or 4 * h // d
+    dtype, md_dtype = DTYPES[args.dtype]
+    # x and w are split on k only, so mdfuser's shards are the same for every
+    # s and each rank draws its own.
+    x = torch.randn(t, k, device=device, generator=generator(device, 2234 + rank)).to(dtype)
+    w = torch.randn(h, k, device=device, generator=generator(device, 3234 + rank)).to(dtype)
+    fds = {s: define_linear_rs(d, s, d * k, h, md_dtype) for s in chunks}
+    inputs = {s: [x, w] for s in chunks}
+    partial = torch.mm(x, w.t())
+    scattered = torch.empty(t // d, h, dtype=dtype, device=device)
+
+    def no_overlap() -> torch.Tensor:
+        out = torch.empty(t // d, h, dtype=dtype, device=device)
+        dist.reduce_scatter_tensor(out, torch.mm(x, w.t()))
+        return out
+
+    def fused(group: str) -> Callable[[], torch.Tensor]:
+        op = torch.ops.symm_mem.fused_matmul_reduce_scatter
+        return lambda: op(x, w.t(), "sum", 0, group)
+
+    return Pair(
+        name="linear_rs",
+        m=t,
+        n=h,
+        k=k,
+        comm_bytes=t * h * x.element_size(),
+        out_gather_dim=0,
+        fds=fds,
+        inputs=inputs,
+        x=x,
+        w=w,
+        no_overlap=no_overlap,
+        fused=fused,
+        parts={
+            "gemm_only": lambda: torch.mm(x, w.t()),
+            "comm_only": lambda: dist.reduce_scatter_tensor(scattered, partial),
+        },
+    )
+
+
+def generator(device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def symmetric_memory_group() -> str:
+    """The default group's name, registered for torch's symmetric memory
+    (torch 2.11 no longer needs the registration and warns about it)."""
+    # Importing it defines torch.ops.symm_mem.
+    from torch.distributed import _symmetric_memory
+
+    name = dist.group.WORLD.group_name
+    register = getattr(_symmetric_memory, "enable_symm_mem_for_group", None)
+    if register is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            register(name)
+    return name
+
+
+def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str]]:
+    """execute's keyword arguments by mdfuser variant this run can time,
+    and the reasons for those it cannot."""
+    runnable = {"mdfuser": {}}
+    skipped = {}
+    if d == 1:
+        reason = "d = 1: a team of one has no ring (the same program as mdfuser)"
+        skipped["mdfuser_ring"] = skipped["mdfuser_cuda"] = reason
+        return runnable, skipped
+    runnable["mdfuser_ring"] = {"_enable_options": RING}
+    if cuda:
+        runnable["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
+    else:
+        skipped["mdfuser_cuda"] = "the CUDA backend needs CUDA tensors"
+    return runnable, skipped
+
+
+class Bench:
+    def __init__(self, args, device: torch.device, rank: int, d: int) -> None:
+        self.args, self.device, self.rank, self.d = args, device, rank, d
+        self.cuda = device.type == "cuda"
+        self.timer = Timer(device, args.warmup, args.iters)
+        self.info = run_info(device)
+        self.skipped: list[str] = []
+
+    def log(self, message: str) -> None:
+        if self.rank == 0:
+            print(message, flush=True)
+
+    def skip(self, name: str, reason: str) -> None:
+        self.skipped.append(f"{name}: {reason}")
+        self.log(f"skip: {name}: {reason}")
+
+    def attempt(self, name: str, fn: Callable):
+        """fn()'s value, or None when it raised on any rank (all ranks agree)."""
+        value, error = None, ""
+        try:
+            value = fn()
+        except Exception as e:  # noqa: BLE001 - the variant is skipped with the reason
+            error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            print(f"rank {self.rank}: {name} failed: {error}", flush=True)
+        ok = torch.tensor([0 if error else 1], device=self.device)
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if not ok.item():
+            self.skip(name, error or "failed on another rank")
+            return None
+        return value
+
+    def chunks(self, name: str) -> list[int]:
+        """The --chunks whose chunks split t evenly across the devices."""
+        t, d = self.args.tokens, self.d
+        fit = [s for s in self.args.chunks if t % (s * d) == 0]
+        for s in sorted(set(self.args.chunks) - set(fit)):
+            self.skip(f"{name} s={s}", f"t = {t} does not split into {s} chunks across {d} ranks")
+        return fit
+
+    def run(self, name: str) -> list[Result]:
+        make = make_ag_linear if name == "ag_linear" else make_linear_rs
+        pair = make(self.args, self.d, self.rank, self.device, self.chunks(name))
+        variants = self.checked(pair)
+        variants += [(part, 1, fn, None) for part, fn in pair.parts.items()]
+        # Timed taking turns, so that clock drift hits every variant alike.
+        times = self.timer.interleaved([fn for _, _, fn, _ in variants])
+        flops = 2 * pair.m * pair.n * pair.k
+        results = []
+        for (variant, s, _, err), measured in zip(variants, times):
+            median = statistics.median(measured)
+            has_gemm, has_comm = variant != "comm_only", variant != "gemm_only"
+            algbw = pair.comm_bytes / median / 1e6 if has_comm else None
+            results.append(
+                Result(
+                    benchmark=name,
+                    device=self.info["device"],
+                    world_size=self.d,
+                    variant=variant,
+                    num_chunks=s,
+                    h=self.args.hidden,
+                    t=self.args.tokens,
+                    m=pair.m,
+                    n=pair.n,
+                    k=pair.k,
+                    dtype=self.args.dtype,
+                    median_ms=median,
+                    min_ms=min(measured),
+                    max_ms=max(measured),
+                    tflops=flops / median / 1e9 if has_gemm else None,
+                    algbw_gbps=algbw,
+                    busbw_gbps=algbw * (self.d - 1) / self.d if has_comm else None,
+                    date=self.info["date"],
+                    command=self.info["command"],
+                    torch_version=self.info["torch_version"],
+                    nccl_env=self.info["nccl_env"],
+                    max_rel_err=err,
+                )
+            )
+        add_ratios(results, comm="comm_only")
+        return results
+
+    def checked(self, pair: Pair) -> list[tuple[str, int, Callable, float | None]]:
+        """Every variant that runs here, checked against torch_no_overlap:
+        (variant, s, fn, error)."""
+        reference = pair.no_overlap()
+        exact = self.float64_reference(pair)
+        check(f"{pair.name} torch_no_overlap vs float64", max_rel_err(reference, exact), self.rank)
+        del exact
+        # mdfuser's outputs are laid out by its fusion (by s for linear_rs):
+        # compare them with its shard of torch's global output.
+        ranks = [torch.empty_like(reference) for _ in range(self.d)]
+        dist.all_gather(ranks, reference)
+        full = torch.cat(ranks, pair.out_gather_dim)
+        del ranks
+        checked = []
+        runnable, skipped = mdfuser_variants(self.cuda, self.d)
+        for variant, reason in skipped.items():
+            self.skip(f"{pair.name} {variant}", reason)
+        for s, fd in pair.fds.items():
+            inputs, expected = pair.inputs[s], None
+            for variant, kwargs in runnable.items():
+                name = f"{pair.name} {variant} s={s}"
+                run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
+                out = self.attempt(name, run)
+                if out is None:
+                    continue
+                if variant != "mdfuser" and not self.has_ring(fd.last_host_ir()):
+                    self.skip(name, "the program has no ring (CollectivePermute)")
+                    continue
+                if expected is None:  # the output's layout is known once it ran
+                    expected = shard_tensor(full, fd.output_tensors()[0])
+                err = max_rel_err(out, expected)
+                check(f"{name} vs torch_no_overlap", err, self.rank)
+                checked.append((variant, s, run, err))
+        del full
+        checked.append(("torch_no_overlap", 1, pair.no_overlap, None))
+        name = f"{pair.name} torch_fused"
+        if not self.cuda:
+            self.skip(name, "torch's symmetric memory needs CUDA")
+            return checked
+        group = self.attempt(f"{name} setup", symmetric_memory_group)
+        run = None if group is None else pair.fused(group)
+        out = None if run is None else self.attempt(name, run)
+        if out is not None:
+            err = max_rel_err(out, reference)
+            check(f"{name} vs torch_no_overlap", err, self.rank)
+            checked.append(("torch_fused", 1, run, err))
+        return checked
+
+    def has_ring(self, program: str) -> bool:
+        """Whether every rank's program moves data in rings (all ranks agree)."""
+        ring = torch.tensor([int("CollectivePermute" in program)], device=self.device)
+        dist.all_reduce(ring, op=dist.ReduceOp.MIN)
+        return bool(ring.item())
+
+    def float64_reference(self, pair: Pair) -> torch.Tensor:
+        """torch_no_overlap's collective and GEMM in float64."""
+        x, w = pair.x.double(), pair.w.double()
+        if pair.name == "ag_linear":
+            full = torch.empty(pair.m, pair.k, dtype=torch.float64, device=self.device)
+            dist.all_gather_into_tensor(full, x)
+            return torch.mm(full, w.t())
+        out = torch.empty(pair.m // self.d, pair.n, dtype=torch.float64, device=self.device)
+        dist.reduce_scatter_tensor(out, torch.mm(x, w.t()))
+        return out
+
+
+def print_results(results: list[Result], timing: str, skipped: list[str]) -> None:
+    r0 = results[0]
+    title = (
+        f"{r0.benchmark}: d={r0.world_size} h={r0.h} t={r0.t}, local GEMM m={r0.m} n={r0.n} "
+        f"k={r0.k}, {r0.dtype} on {r0.device}; times by {timing}, median of the timed "
+        "iterations, variants timed in turns"
+    )
+    rows = [
+        [
+            r.variant,
+            str(r.num_chunks),
+            f"{r.median_ms:.3f}",
+            f"{r.min_ms:.3f}",
+            fmt(r.tflops, ".4g"),
+            fmt(r.algbw_gbps, ".4g"),
+            fmt(r.busbw_gbps, ".4g"),
+            fmt(r.vs_gemm_only, ".3f"),
+            fmt(r.vs_torch_no_overlap, ".3f"),
+            fmt(r.overlap_efficiency, ".3f"),
+            fmt(r.floor_ratio, ".3f"),
+        ]
+        for r in results
+    ]
+    print_table(title, COLUMNS, WIDTHS, rows)
+    mine = [line for line in skipped if line.startswith(r0.benchmark)]
+    if mine:
+        print("skipped: " + "; ".join(mine))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--benchmarks", default=",".join(BENCHMARKS), help="comma list")
+    p.add_argument("--hidden", "-H", type=int, help="h (default 8192; 256 on cpu)")
+    p.add_argument("--tokens", "-t", type=int, help="t (default 8192; 256 on cpu)")
+    p.add_argument(
+        "--k",
+        type=int,
+        help="the local GEMM's reduction size (default: h for ag_linear, 4h/d for linear_rs)",
+    )
+    p.add_argument("--chunks", default="1,2,4", help="stream chunk counts s, comma list")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=30, help="timed iterations")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    args = p.parse_args()
+    args.benchmarks = args.benchmarks.split(",")
+    if not set(args.benchmarks) <= set(BENCHMARKS):
+        p.error(f"--benchmarks takes {','.join(BENCHMARKS)}")
+    args.chunks = [int(c) for c in args.chunks.split(",")]
+    small = args.device == "cpu"
+    args.hidden = args.hidden or (256 if small else 8192)
+    args.tokens = args.tokens or (256 if small else 8192)
+    if min(args.chunks) < 1 or args.iters < 1 or args.warmup < 0:
+        p.error("--chunks must be positive, --iters >= 1 and --warmup >= 0")
+    if args.k is not None and args.k < 1:
+        p.error("--k must be positive")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    # Never multicast objects on the shared machines (torch's symmetric memory).
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    device = init_distributed(args.device)
+    comm = Communicator.instance()
+    rank, d = comm.rank(), comm.size()
+    if (rank, d) != (dist.get_rank(), dist.get_world_size()):
+        raise SystemExit(f"mdfuser says rank {rank} of {d}, torch.distributed differs")
+    if (4 * args.hidden) % d or args.tokens % d:
+        raise SystemExit(f"4h = {4 * args.hidden} and t = {args.tokens} must split across {d}")
+    bench = Bench(args, device, rank, d)
+    timing = "CUDA events" if bench.cuda else "time.perf_counter (CPU, Gloo)"
+    records = []
+    for name in args.benchmarks:
+        results = bench.run(name)
+        records += results
+        if rank == 0:
+            print_results(results, timing, bench.skipped)
+    if rank == 0 and args.json:
+        write_json(args.json, records)
+    bench.timer.sync()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+"""The benchmark scripts' CPU smoke tests: two processes on Gloo, small
+sizes, a few iterations, launched as torchrun would (without its agent)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import finish_world, free_port, start_world
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+# Runs a benchmark script as `python3 benchmarks/<name>.py ARGS` does: its
+# folder first on sys.path, so that it finds `common`.
+RUN_SCRIPT = """
+import runpy, sys
+sys.path.insert(0, {folder!r})
+sys.argv = [{script!r}, *{args!r}]
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def run_benchmark(name: str, args: list[str], timeout: float = 120):
+    script = str(BENCHMARKS / f"{name}.py")
+    code = RUN_SCRIPT.format(folder=str(BENCHMARKS), script=script, args=args)
+    # torch.distributed's store on MASTER_PORT; mdfuser's on a port of its own.
+    env = {"MASTER_ADDR": "localhost", "MASTER_PORT": str(free_port())}
+    results = finish_world(start_world(code, 2, env), timeout)
+    for rank, result in enumerate(results):
+        assert result.returncode == 0, f"rank {rank}:\n{result.stdout}\n{result.stderr}"
+    return results
+
+
+def test_ring_pairs_on_cpu(tmp_path):
+    path = tmp_path / "rp.json"
+    args = ["--device", "cpu", "--iters", "3", "--warmup", "1", "--json", str(path)]
+    results = run_benchmark("ring_pairs", args)
+    printed = results[0].stdout
+    records = json.loads(path.read_text())
+    timed = {(r["benchmark"], r["variant"], r["num_chunks"]) for r in records}
+    for benchmark in ("ag_linear", "linear_rs"):
+        assert f"{benchmark}: d=2 h=256 t=256" in printed
+        for variant in ("mdfuser", "mdfuser_ring"):
+            for s in (1, 2, 4):
+                assert (benchmark, variant, s) in timed
+        for variant in ("torch_no_overlap", "gemm_only", "comm_only"):
+            assert (benchmark, variant, 1) in timed
+        # CUDA only, skipped with the reason.
+        assert f"skip: {benchmark} mdfuser_cuda: the CUDA backend needs CUDA tensors" in printed
+        assert f"skip: {benchmark} torch_fused: torch's symmetric memory needs CUDA" in printed
+    assert not any(r["variant"] in ("mdfuser_cuda", "torch_fused") for r in records)
+    for r in records:
+        assert r["world_size"] == 2 and r["dtype"] == "bfloat16" and r["device"] == "cpu"
+        assert r["median_ms"] > 0 and r["vs_gemm_only"] > 0
+        if r["variant"].startswith("mdfuser"):
+            assert r["max_rel_err"] <= 2e-2
+            assert r["floor_ratio"] > 0
+    shapes = {(r["benchmark"], r["m"], r["n"], r["k"]) for r in records}
+    assert shapes == {("ag_linear", 256, 512, 256), ("linear_rs", 256, 256, 512)}
