@@ -40,7 +40,7 @@ from common import (
     write_json,
 )
 
-from mdfuser import PythonProfiler
+from mdfuser import CommunicatorBackend, PythonProfiler
 from mdfuser.multidevice import Communicator, shard_tensor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
@@ -388,6 +388,16 @@ class Run:
             return None, error or "failed on another rank"
         return value, None
 
+    def ring_variants(self) -> dict[str, dict]:
+        """With --rings (d > 1): the ring decompositions on NCCL and, on
+        GPUs, on the CUDA backend; execute's keyword arguments by variant."""
+        if not self.args.rings or self.d == 1:
+            return {}
+        variants = {"mdfuser_ring": {"_enable_options": ["ring_decomposition"]}}
+        if self.cuda:
+            variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
+        return variants
+
     def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
         a = case.attention
         median = statistics.median(times) if times else None
@@ -465,6 +475,13 @@ class Run:
                     run = lambda b=block, i=inputs: b.fd.execute(i)  # noqa: E731
                     variants.append(("mdfuser", s, run, (outputs[0], expected)))
                     profiled[s] = block, inputs
+                    for variant, kwargs in self.ring_variants().items():
+                        ring = lambda b=block, i=inputs, kw=kwargs: b.fd.execute(i, **kw)  # noqa: E731
+                        got, error = self.attempt(f"{name} {variant} s={s}", ring)
+                        if error:
+                            self.record(case, variant, s, [], error=error)
+                        else:
+                            variants.append((variant, s, ring, (got[0], expected)))
             # SP's MLP rows follow mdfuser's layout for s chunks; attention
             # and layer split the batch, which SP leaves whole.
             x = local_tokens(full["x"], d, rank, s) if sp and case.block == "mlp" else x_ref
@@ -738,6 +755,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--host-chunks", type=int, default=4, help="s of the host overhead runs")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument(
+        "--rings",
+        action="store_true",
+        help="also time mdfuser_ring (ring_decomposition) and, on GPUs, mdfuser_cuda "
+        "(the CUDA backend) at d > 1",
+    )
     p.add_argument(
         "--profile",
         action="store_true",

@@ -30,7 +30,9 @@
 # ops) at each world size of 2, 4 and 8 the machine has, at H,T (--sizes)
 # and again with the balanced --k 2048, one torchrun per shape. All its
 # records go into one file, $OUT/ring_pairs.json, merged after every run.
-# On a machine of one GPU it runs nothing (the rings need d >= 2).
+# On a machine of one GPU it runs nothing (the rings need d >= 2). With
+# --blocks it also adds the blocks' ring variants (transformer_blocks.py
+# --rings: mdfuser_ring, mdfuser_cuda).
 #
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).
@@ -206,6 +208,10 @@ if [ "$BLOCKS" -eq 1 ]; then
   # the compute path and the host overhead against torch's.
   sizes="2 4 8"
   [ "$NGPU" -ge 2 ] || sizes=1
+  # With --rings the blocks also time their ring decompositions (NCCL and
+  # the CUDA backend).
+  block_rings=()
+  [ "$RINGS" -eq 0 ] || block_rings=(--rings)
   for n in $sizes; do
     [ "$NGPU" -ge "$n" ] || continue
     i=0
@@ -213,7 +219,7 @@ if [ "$BLOCKS" -eq 1 ]; then
       i=$((i + 1))
       step "blocks_${block}_d$n" 300 torchrun --nproc-per-node "$n" \
         --master-port $((29600 + 10 * i + n)) benchmarks/transformer_blocks.py \
-        --blocks "$block" --chunks 1,2,4 --iters 30 --profile \
+        --blocks "$block" --chunks 1,2,4 --iters 30 --profile "${block_rings[@]}" \
         --json "$WORK/blocks_${block}_d$n.json"
       # Merged after every block: what ran is in $OUT even if a later block
       # outlasts the call.
