@@ -104,6 +104,13 @@ def test_a_second_job_on_a_running_jobs_port_does_not_join_it():
         timeout=60,
     )
     assert time.monotonic() - start < 9  # promptly, not after the 10 s timeout
+    if [r.stdout.strip() for r in second] == ["ok", "ok"]:
+        # The host let the second job's store bind the port as well (seen
+        # once on a GPU machine; another address family, say): the second
+        # job ran as a world of its own, each rank's job check passed, so
+        # it joined nothing of the first, which must not notice.
+        assert [r.returncode for r in finish_world(first)] == [0, 0]
+        return
     assert "is the port in use? set MDFUSER_PORT or MASTER_PORT" in second[0].stdout, second[0]
     assert second[1].stdout.strip() == (
         f"RuntimeError: rank 1 (torchrun job second of 2 ranks) reached the rendezvous "
