@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
 
 #include <ATen/Context.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
@@ -273,13 +274,33 @@ void finish(const at::Tensor& written, at::Tensor& out) {
   }
 }
 
+// The leading axes of `t` (all but the last) from the outermost in memory
+// to the innermost, the last axis last: a GEMM whose rows follow this
+// order writes a permuted-contiguous `t` (a stream chunk of a buffer laid
+// out chunk axis outermost) in place.
+std::vector<int64_t> rowOrder(const at::Tensor& t) {
+  std::vector<int64_t> order(t.dim());
+  std::iota(order.begin(), order.end(), 0);
+  if (t.dim() > 2) {
+    std::stable_sort(order.begin(), order.end() - 1, [&](int64_t a, int64_t b) {
+      return t.stride(a) > t.stride(b);
+    });
+  }
+  return order;
+}
+
 void linearKernel(KernelCall& call) {
   const auto& op = static_cast<const LinearOp&>(call.op);
-  const at::Tensor in = call.tensors[0].contiguous();
   const at::Tensor& weight = call.tensors[1];
-  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
+  std::vector<int64_t> shape(
+      call.tensors[0].sizes().begin(), call.tensors[0].sizes().end() - 1);
   shape.push_back(weight.size(0));
-  at::Tensor out = viewAs(out0(call), shape);
+  const at::Tensor full_out = viewAs(out0(call), shape);
+  // Rows in the output's memory order; the input follows (reshape copies
+  // it only where it is not laid out alike).
+  const std::vector<int64_t> order = rowOrder(full_out);
+  at::Tensor out = full_out.permute(order);
+  const at::Tensor in = call.tensors[0].permute(order);
   at::Tensor written = contiguousOut(out);
   // One 2-D GEMM over all leading axes. at::linear_out would run a
   // batched matmul and then add the bias in a separate pass over the
@@ -296,7 +317,10 @@ void linearKernel(KernelCall& call) {
     // is the output itself.
     const at::Tensor& bias = call.tensors[2];
     at::addmm_out(
-        result, bias.dim() > 1 ? bias.reshape({m, n}) : bias, a, weight.t());
+        result,
+        bias.dim() > 1 ? bias.permute(order).reshape({m, n}) : bias,
+        a,
+        weight.t());
   }
   finish(written, out);
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from mdfuser import DataType, FusionDefinition
+from mdfuser import DataType, FusionDefinition, ParallelType
 
 
 def split_heads() -> FusionDefinition:
@@ -77,3 +77,37 @@ def test_attention_output_is_laid_out_like_its_query():
     assert "stride_order=[2, 1, 3, 0]" in program
     # reshape, 3 slices, 3 permutes, and the merge's permute and reshape.
     assert program.count(" = View(") == 9
+
+
+def test_buffers_cut_along_the_batch_are_laid_out_batch_outermost():
+    # Linears on [seq, batch, e] with the batch (axis 1) in stream chunks:
+    # the buffers the chunks cut are allocated batch outermost, so that
+    # each chunk is contiguous and the linears write and read it in place;
+    # the results equal torch's, with or without a bias.
+    seq, batch, e, chunks = 5, 4, 8, 2
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([seq, batch, e], dtype=DataType.Float)
+        w1 = fd.define_tensor([2 * e, e], dtype=DataType.Float)
+        b1 = fd.define_tensor([2 * e], dtype=DataType.Float)
+        w2 = fd.define_tensor([e, 2 * e], dtype=DataType.Float)
+        hidden = fd.ops.linear(x, w1, b1)
+        fd.add_output(hidden)
+        fd.add_output(fd.ops.linear(fd.ops.neg(hidden), w2))
+        x.outer_split(1, chunks)
+        x.axis(1).parallelize(ParallelType.stream)
+    g = torch.Generator().manual_seed(2)
+    inputs = [
+        torch.randn(seq, batch, e, generator=g),
+        torch.randn(2 * e, e, generator=g),
+        torch.randn(2 * e, generator=g),
+        torch.randn(e, 2 * e, generator=g),
+    ]
+    hidden, y = fd.execute(inputs)
+    program = fd.last_host_ir()
+    expected = torch.nn.functional.linear(inputs[0], inputs[1], inputs[2])
+    torch.testing.assert_close(hidden, expected)
+    torch.testing.assert_close(y, torch.nn.functional.linear(-expected, inputs[3]))
+    for out in (hidden, y):
+        assert out.permute(1, 0, 2).is_contiguous(), out.stride()
+    # The outputs; the intermediate is allocated per chunk, in the loop.
+    assert program.count("stride_order=[1, 2, 0]") == 2, program

@@ -134,12 +134,26 @@ std::optional<Order> viewOrder(const TensorOp& op, const Order& in) {
   }
 }
 
+// The axis along which ShardByStream views cut each buffer.
+void collectStreamCuts(
+    const Scope& scope,
+    std::unordered_map<const TensorView*, int64_t>& cut_axis) {
+  for (const Expr* e : scope.exprs()) {
+    if (const auto* loop = dynamic_cast<const ForLoop*>(e)) {
+      collectStreamCuts(loop->body(), cut_axis);
+    } else if (const auto* chunk = dynamic_cast<const ShardByStream*>(e)) {
+      cut_axis.emplace(chunk->in(), chunk->axis());
+    }
+  }
+}
+
 class LayoutChooser {
  public:
   explicit LayoutChooser(HostIrContainer& hic) {
     for (const TensorView* tv : hic.inputs()) {
       order_[tv] = rowMajor(tv->logicalNoReductions().size());
     }
+    collectStreamCuts(hic.topLevel(), stream_cut_);
   }
 
   void run(const Scope& scope) {
@@ -148,6 +162,7 @@ class LayoutChooser {
         run(loop->body());
       } else if (auto* alloc = dynamic_cast<Allocate*>(e)) {
         allocations_[alloc->buffer()] = alloc;
+        chunkAxisOutermost(*alloc);
         order_[alloc->buffer()] = fromStrideOrder(*alloc);
       } else if (const auto* part = dynamic_cast<const ShardView*>(e)) {
         source_[part->out()] = part->in();
@@ -175,6 +190,30 @@ class LayoutChooser {
       });
     }
     return order;
+  }
+
+  // A row-major buffer that a Stream loop cuts along an inner axis (the
+  // batch of [seq, batch, e]) gets that axis outermost, the others in their
+  // order: each chunk is then one contiguous block that kernels write and
+  // read in place, where a row-major one is strided and copied.
+  void chunkAxisOutermost(Allocate& alloc) {
+    auto it = stream_cut_.find(alloc.buffer());
+    const auto rank = static_cast<int64_t>(alloc.shape().size());
+    if (it == stream_cut_.end() || it->second <= 0 || it->second >= rank ||
+        !alloc.strideOrder().empty()) {
+      return;
+    }
+    Order order = {it->second};
+    for (int64_t a = 0; a < rank; ++a) {
+      if (a != it->second) {
+        order.push_back(a);
+      }
+    }
+    std::vector<int64_t> ranks(rank);
+    for (int64_t i = 0; i < rank; ++i) {
+      ranks[order[i]] = rank - 1 - i;
+    }
+    alloc.setStrideOrder(std::move(ranks));
   }
 
   void copyOrder(const TensorView* from, const TensorView* to) {
@@ -224,6 +263,8 @@ class LayoutChooser {
   std::unordered_map<const TensorView*, Allocate*> allocations_;
   // Chunk views (ShardByStream, RingChunk) to the tensor they cut.
   std::unordered_map<const TensorView*, const TensorView*> source_;
+  // Buffers cut by ShardByStream views, with the axis cut.
+  std::unordered_map<const TensorView*, int64_t> stream_cut_;
 };
 
 } // namespace

@@ -14,6 +14,12 @@ namespace mdfuser::hir {
 // the copy of the kernel's result into the buffer and that merge strided
 // copies.
 //
+// A row-major buffer that a Stream loop cuts along an inner axis (the
+// batch of [seq, batch, e] activations) gets that axis outermost, so that
+// each chunk is contiguous: a linear writes and reads it in place instead
+// of through a strided copy. An operand-following layout (above) decides
+// where both apply.
+//
 // The layout of each tensor is inferred statically from its Allocate
 // (row-major unless given a stride order), program inputs (taken as
 // row-major) and the views between them (ShardByStream, RingChunk and
