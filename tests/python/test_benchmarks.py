@@ -58,3 +58,37 @@ def test_ring_pairs_on_cpu(tmp_path):
             assert r["floor_ratio"] > 0
     shapes = {(r["benchmark"], r["m"], r["n"], r["k"]) for r in records}
     assert shapes == {("ag_linear", 256, 512, 256), ("linear_rs", 256, 256, 512)}
+
+
+def test_row_parallel_linear_on_cpu(tmp_path):
+    path = tmp_path / "rpl.json"
+    args = ["--device", "cpu", "--hidden", "64", "--tokens", "64", "--chunks", "1,2"]
+    args += ["--iters", "2", "--warmup", "1", "--json", str(path)]
+    run_benchmark("row_parallel_linear", args)
+    records = json.loads(path.read_text())
+    timed = {(r["variant"], r["num_chunks"]) for r in records}
+    for s in (1, 2):
+        # mdfuser_cuda is CUDA only.
+        for variant in ("mdfuser", "mdfuser_copy", "mdfuser_pipeline", "mdfuser_ring"):
+            assert (variant, s) in timed
+    assert not any(r["variant"] == "mdfuser_cuda" for r in records)
+    assert {"torch_no_overlap", "gemm_only", "allreduce_only"} <= {r["variant"] for r in records}
+    for r in records:
+        assert r["benchmark"] == "row_parallel_linear" and r["world_size"] == 2
+        assert r["median_ms"] > 0
+
+
+def test_transformer_blocks_with_rings_on_cpu(tmp_path):
+    path = tmp_path / "blocks.json"
+    args = ["--device", "cpu", "--blocks", "mlp", "--modes", "sp", "--chunks", "1,2"]
+    args += ["--rings", "--iters", "2", "--warmup", "1", "--host-iters", "0"]
+    args += ["--json", str(path)]
+    run_benchmark("transformer_blocks", args)
+    records = json.loads(path.read_text())
+    timed = {(r["variant"], r["num_chunks"]) for r in records if r.get("median_ms")}
+    for s in (1, 2):
+        assert ("mdfuser", s) in timed and ("mdfuser_ring", s) in timed
+    assert not any(r["variant"] == "mdfuser_cuda" for r in records)
+    for r in records:
+        if r["variant"] == "mdfuser_ring":
+            assert r["max_rel_err"] <= 2e-2, r
