@@ -415,8 +415,13 @@ HostIrEvaluator::HostIrEvaluator(
 HostIrEvaluator::~HostIrEvaluator() {
   if (cuda_ != nullptr) {
     // Copies into and out of the symmetric buffers may still be queued.
-    c10::impl::VirtualGuardImpl(device_.type())
-        .synchronizeDevice(device_.index());
+    // At process exit the CUDA runtime may be gone already, and its work
+    // with it: a destructor must not throw.
+    try {
+      c10::impl::VirtualGuardImpl(device_.type())
+          .synchronizeDevice(device_.index());
+    } catch (const std::exception&) {
+    }
   }
 }
 
