@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -40,8 +41,11 @@ from common import (
     write_json,
 )
 
-from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
-from mdfuser.multidevice import Communicator, DeviceMesh, shard_tensor
+from mdfuser import CommunicatorBackend, FusionDefinition
+from mdfuser.multidevice import Communicator, shard_tensor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from ring_decomposition import allgather_linear, linear_reduce_scatter  # noqa: E402
 
 BENCHMARKS = ("ag_linear", "linear_rs")
 RING = ["ring_decomposition"]
@@ -80,58 +84,6 @@ class Result:
     max_rel_err: float | None = None
 
 
-def split_across(tv, axis: int, d: int) -> None:
-    tv.outer_split(axis, d)
-    tv.axis(axis).parallelize(ParallelType.mesh_x)
-
-
-def split_tokens(tv, d: int, s: int) -> None:
-    """The tokens (axis 0) in s stream chunks, each cut across the devices."""
-    axis = 0
-    if s > 1:
-        tv.outer_split(0, s)
-        tv.axis(0).parallelize(ParallelType.stream)
-        axis = 1
-    split_across(tv, axis, d)
-
-
-def define_ag_linear(d: int, s: int, k: int, n: int, dtype: DataType) -> FusionDefinition:
-    """x [t, k] with its tokens across the devices, w [n, k] split on
-    out_features (tests/python/multidevice/ring_helpers.py, no bias)."""
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([-1, k], contiguity=True, dtype=dtype)
-        w = fd.define_tensor([n, k], contiguity=True, dtype=dtype)
-        fd.add_output(fd.ops.linear(x, w))
-        mesh = DeviceMesh(torch.arange(d))
-        for tv in (x, w):
-            tv.set_device_mesh(mesh)
-        split_tokens(x, d, s)
-        split_across(w, 0, d)
-    return fd
-
-
-def define_linear_rs(d: int, s: int, k: int, n: int, dtype: DataType) -> FusionDefinition:
-    """x [t, k] and w [n, k] split on in_features, the output's tokens across
-    the devices: its partial sums are reduce-scattered (ring_helpers.py)."""
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([-1, k], contiguity=True, dtype=dtype)
-        w = fd.define_tensor([n, k], contiguity=True, dtype=dtype)
-        out = fd.ops.linear(x, w)
-        fd.add_output(out)
-        mesh = DeviceMesh(torch.arange(d))
-        for tv in (x, w, out):
-            tv.set_device_mesh(mesh)
-        axis = 1
-        if s > 1:
-            x.outer_split(0, s)
-            x.axis(0).parallelize(ParallelType.stream)
-            axis = 2
-        split_across(x, axis, d)
-        split_across(w, 1, d)
-        split_tokens(out, d, s)
-    return fd
-
-
 @dataclass
 class Pair:
     """One benchmark's inputs, its mdfuser fusions and its torch variants."""
@@ -160,7 +112,7 @@ def make_ag_linear(args, d: int, rank: int, device, chunks: list[int]) -> Pair:
     x_full = torch.randn(t, k, device=device, generator=generator(device, 1234)).to(dtype)
     w = torch.randn(n, k, device=device, generator=generator(device, 1235 + rank)).to(dtype)
     x = x_full.tensor_split(d)[rank].contiguous()
-    fds = {s: define_ag_linear(d, s, k, 4 * h, md_dtype) for s in chunks}
+    fds = {s: allgather_linear(d, s, k, 4 * h, dtype=md_dtype) for s in chunks}
     inputs = {}
     for s, fd in fds.items():
         inputs[s] = [shard_tensor(x_full, fd.fusion.inputs()[0]).contiguous(), w]
@@ -206,7 +158,7 @@ def make_linear_rs(args, d: int, rank: int, device, chunks: list[int]) -> Pair:
     # s and each rank draws its own.
     x = torch.randn(t, k, device=device, generator=generator(device, 2234 + rank)).to(dtype)
     w = torch.randn(h, k, device=device, generator=generator(device, 3234 + rank)).to(dtype)
-    fds = {s: define_linear_rs(d, s, d * k, h, md_dtype) for s in chunks}
+    fds = {s: linear_reduce_scatter(d, s, d * k, h, dtype=md_dtype) for s in chunks}
     inputs = {s: [x, w] for s in chunks}
     partial = torch.mm(x, w.t())
     scattered = torch.empty(t // d, h, dtype=dtype, device=device)
