@@ -37,35 +37,25 @@ namespace {
         cudaGetErrorString(status_));   \
   } while (false)
 
-// The stream memory operations, from the driver the runtime loaded.
-struct MemOps {
-  using Op = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-  Op wait = nullptr;
-  Op write = nullptr;
+// cuStreamBatchMemOp, from the driver the runtime loaded.
+using BatchMemOp =
+    CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned);
 
-  static const MemOps& get() {
-    static const MemOps ops = [] {
-      MemOps o;
-      auto load = [](const char* name) {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-        const cudaError_t status = cudaGetDriverEntryPointByVersion(
-            name, &fn, 12000, cudaEnableDefault, &found);
-        MDF_CHECK(
-            status == cudaSuccess && found == cudaDriverEntryPointSuccess &&
-                fn != nullptr,
-            "the CUDA driver does not provide ",
-            name,
-            ", which the CUDA communication backend needs");
-        return reinterpret_cast<Op>(fn);
-      };
-      o.wait = load("cuStreamWaitValue32");
-      o.write = load("cuStreamWriteValue32");
-      return o;
-    }();
-    return ops;
-  }
-};
+BatchMemOp batchMemOp() {
+  static const BatchMemOp fn = [] {
+    void* found_fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t status = cudaGetDriverEntryPointByVersion(
+        "cuStreamBatchMemOp", &found_fn, 12000, cudaEnableDefault, &found);
+    MDF_CHECK(
+        status == cudaSuccess && found == cudaDriverEntryPointSuccess &&
+            found_fn != nullptr,
+        "the CUDA driver does not provide cuStreamBatchMemOp, which the CUDA "
+        "communication backend needs");
+    return reinterpret_cast<BatchMemOp>(found_fn);
+  }();
+  return fn;
+}
 
 void check(CUresult result, const char* what) {
   MDF_CHECK(
@@ -74,6 +64,23 @@ void check(CUresult result, const char* what) {
 
 CUdeviceptr address(void* p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
+// Enqueues on `stream`, in one driver call: set `signal` (a peer's
+// counter) to `n`, then wait until `wait` (this member's) is at least `n`.
+// A write with default flags is ordered after the work before it on the
+// stream, copies included.
+void signalThenWait(
+    cudaStream_t stream, CUdeviceptr signal, CUdeviceptr wait, uint32_t n) {
+  CUstreamBatchMemOpParams ops[2] = {};
+  ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  ops[0].writeValue.address = signal;
+  ops[0].writeValue.value = n;
+  ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[1].waitValue.address = wait;
+  ops[1].waitValue.value = n;
+  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  check(batchMemOp()(stream, 2, ops, 0), "cuStreamBatchMemOp");
 }
 
 // A CUDA event without timing, destroyed with its last owner (the destroy
@@ -209,7 +216,7 @@ CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
     : communicator_(communicator),
       device_(device),
       buffers_(communicator, device) {
-  MemOps::get();
+  batchMemOp();
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -276,20 +283,14 @@ PendingCollective CudaBackend::permute(
   const int64_t next = (t.me + 1) % t.size();
   const int64_t previous = (t.me + t.size() - 1) % t.size();
   const uint32_t n = ++t.posted[channel];
-  const MemOps& ops = MemOps::get();
   cudaStream_t stream =
       c10::cuda::getCurrentCUDAStream(device_.index()).stream();
 
-  check(
-      ops.write(stream, t.slot(previous, Team::kReady, channel, t.me), n, 0),
-      "cuStreamWriteValue32");
-  check(
-      ops.wait(
-          stream,
-          t.slot(t.me, Team::kReady, channel, next),
-          n,
-          CU_STREAM_WAIT_VALUE_GEQ),
-      "cuStreamWaitValue32");
+  signalThenWait(
+      stream,
+      t.slot(previous, Team::kReady, channel, t.me),
+      t.slot(t.me, Team::kReady, channel, next),
+      n);
   Event ready = recordEvent(stream);
   if (in.nbytes() > 0) {
     MDF_CUDA_CHECK(cudaMemcpyAsync(
@@ -299,17 +300,11 @@ PendingCollective CudaBackend::permute(
         cudaMemcpyDeviceToDevice,
         stream));
   }
-  // The default write is fenced after the copy before it on the stream.
-  check(
-      ops.write(stream, t.slot(next, Team::kDone, channel, t.me), n, 0),
-      "cuStreamWriteValue32");
-  check(
-      ops.wait(
-          stream,
-          t.slot(t.me, Team::kDone, channel, previous),
-          n,
-          CU_STREAM_WAIT_VALUE_GEQ),
-      "cuStreamWaitValue32");
+  signalThenWait(
+      stream,
+      t.slot(next, Team::kDone, channel, t.me),
+      t.slot(t.me, Team::kDone, channel, previous),
+      n);
   Event done = recordEvent(stream);
 
   const int64_t rank = communicator_.rank();

@@ -20,18 +20,22 @@ class Communicator;
 // The CUDA communication backend (CommunicatorBackend::kCuda): moves data
 // between the members of a team with copy engines, from a local buffer
 // into a peer's symmetric buffer, and orders the moves between ranks with
-// stream memory operations (the driver's cuStreamWriteValue32 and
-// cuStreamWaitValue32) on counters in symmetric memory. It takes no SMs
+// stream memory operations (a 32-bit write and a wait, batched by the
+// driver's cuStreamBatchMemOp) on counters in symmetric memory. It takes no SMs
 // from the computation beside it, and the host never waits for a peer.
 //
 // A CollectivePermute on a stream goes, for the n-th permute of that
 // stream ("channel") in the team:
 //
-//   ready[previous] = n     this member's receive buffer may be written
-//   wait ready[next] >= n   the next member's may
+//   ready[previous] = n, wait ready[next] >= n
+//                           this member's receive buffer may be written;
+//                           then the next member's may
 //   copy in -> next's buffer
-//   done[next] = n          after the copy (the write is fenced)
-//   wait done[previous] >= n   the previous member's data has arrived
+//   done[next] = n, wait done[previous] >= n
+//                           after the copy (the write is fenced); then the
+//                           previous member's data has arrived
+//
+// Each line with two memory operations is one cuStreamBatchMemOp call.
 //
 // Every member posts the same permutes on the same channels in the same
 // order (the program is the same), so the counts agree. A wait that does
