@@ -2,6 +2,7 @@
 #include "runtime/symmetric_memory.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -90,27 +91,26 @@ at::Tensor SymmetricBuffers::get(
     at::IntArrayRef sizes,
     at::ScalarType dtype,
     bool zeroed) {
-  for (const std::unique_ptr<Entry>& entry : entries_) {
-    if (entry->key == key) {
-      MDF_CHECK(
-          entry->team == team && entry->tensor.sizes() == sizes &&
-              entry->tensor.scalar_type() == dtype,
-          "the symmetric buffer ",
-          key,
-          " was ",
-          entry->tensor.sizes(),
-          " ",
-          entry->tensor.scalar_type(),
-          " shared with ",
-          hir::teamString(entry->team),
-          ", now asked for as ",
-          sizes,
-          " ",
-          dtype,
-          " shared with ",
-          hir::teamString(team));
-      return entry->tensor;
-    }
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    const Entry& entry = *it->second;
+    MDF_CHECK(
+        entry.team == team && entry.tensor.sizes() == sizes &&
+            entry.tensor.scalar_type() == dtype,
+        "the symmetric buffer ",
+        key,
+        " was ",
+        entry.tensor.sizes(),
+        " ",
+        entry.tensor.scalar_type(),
+        " shared with ",
+        hir::teamString(entry.team),
+        ", now asked for as ",
+        sizes,
+        " ",
+        dtype,
+        " shared with ",
+        hir::teamString(team));
+    return entry.tensor;
   }
   auto entry = std::make_unique<Entry>();
   entry->key = key;
@@ -156,24 +156,32 @@ at::Tensor SymmetricBuffers::get(
   entry->bases = entry->handle->get_buffer_ptrs();
   entry->bytes = entry->handle->get_buffer_size();
   MDF_CHECK_EQ(entry->bases.size(), team.size());
-  entries_.push_back(std::move(entry));
-  return entries_.back()->tensor;
+  const bool distinct =
+      by_address_
+          .emplace(
+              static_cast<const char*>(entry->bases[entry->me]), entry.get())
+          .second;
+  MDF_CHECK(distinct, "two symmetric buffers start at one address");
+  return entries_.emplace(key, std::move(entry)).first->second->tensor;
 }
 
 void* SymmetricBuffers::peerAddress(
     const at::Tensor& local, int64_t peer) const {
   const auto* begin = static_cast<const char*>(local.data_ptr());
   const size_t span = local.numel() == 0 ? 0 : local.nbytes();
-  for (const std::unique_ptr<Entry>& entry : entries_) {
-    const auto* base = static_cast<const char*>(entry->bases[entry->me]);
-    if (begin >= base && begin + span <= base + entry->bytes) {
+  // The buffer starting at or before `begin` nearest to it.
+  auto it = by_address_.upper_bound(begin);
+  if (it != by_address_.begin()) {
+    const Entry& entry = *std::prev(it)->second;
+    const auto* base = static_cast<const char*>(entry.bases[entry.me]);
+    if (begin + span <= base + entry.bytes) {
       MDF_CHECK(
-          peer >= 0 && peer < static_cast<int64_t>(entry->bases.size()),
+          peer >= 0 && peer < static_cast<int64_t>(entry.bases.size()),
           "team member ",
           peer,
           " of ",
-          entry->bases.size());
-      return static_cast<char*>(entry->bases[peer]) + (begin - base);
+          entry.bases.size());
+      return static_cast<char*>(entry.bases[peer]) + (begin - base);
     }
   }
   MDF_UNREACHABLE(

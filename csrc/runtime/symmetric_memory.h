@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -46,7 +48,10 @@ class SymmetricBuffers {
   struct Entry;
   Communicator& communicator_;
   c10::Device device_;
-  std::vector<std::unique_ptr<Entry>> entries_;
+  std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
+  // Each entry under the address of this member's copy, to find the buffer
+  // a view lies in.
+  std::map<const char*, const Entry*> by_address_;
 };
 
 // The name under which torch's symmetric memory knows `team`, registered
