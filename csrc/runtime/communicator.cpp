@@ -467,6 +467,22 @@ CommunicationError Communicator::lostStore(
       /*timed_out=*/false);
 }
 
+CommunicationError Communicator::peersAbsent(
+    const std::string& operation, const std::string& absent) {
+  peer_failed_ = true;
+  return CommunicationError(
+      detail::concat(
+          "rank ",
+          rank(),
+          " waited ",
+          seconds(options_.timeout),
+          " s in ",
+          operation,
+          ", but ",
+          absent),
+      /*timed_out=*/true);
+}
+
 c10d::Backend& Communicator::backend(
     const std::vector<int64_t>& team, hir::CommunicatorBackend kind) {
   auto me = std::find(team.begin(), team.end(), rank());
@@ -577,21 +593,9 @@ void Communicator::barrier() {
     throw lostStore(detail::concat("barrier ", n), e);
   }
   if (!everyone) {
-    peer_failed_ = true;
-    throw CommunicationError(
-        detail::concat(
-            "rank ",
-            rank(),
-            " waited ",
-            seconds(options_.timeout),
-            " s at barrier ",
-            n,
-            ", but only ",
-            arrived,
-            " of ",
-            size(),
-            " ranks arrived"),
-        /*timed_out=*/true);
+    throw peersAbsent(
+        detail::concat("barrier ", n),
+        detail::concat("only ", arrived, " of ", size(), " ranks arrived"));
   }
 }
 
@@ -659,21 +663,9 @@ std::vector<std::string> Communicator::exchange(
     throw lost_store(e);
   }
   if (!missing.empty()) {
-    peer_failed_ = true;
-    throw CommunicationError(
-        detail::concat(
-            "rank ",
-            rank(),
-            " waited ",
-            seconds(options_.timeout),
-            " s in ",
-            operation,
-            " with team ",
-            hir::teamString(team),
-            ", but ",
-            ranksString(missing),
-            " did not take part"),
-        /*timed_out=*/true);
+    throw peersAbsent(
+        detail::concat(operation, " with team ", hir::teamString(team)),
+        ranksString(missing) + " did not take part");
   }
   std::vector<std::string> values;
   try {

@@ -171,6 +171,10 @@ class Communicator {
   // The error for a store that stopped answering in `operation`.
   CommunicationError lostStore(
       const std::string& operation, const std::exception& e);
+  // The error for peers that did not reach `operation` within the timeout:
+  // "rank r waited t s in <operation>, but <absent>".
+  CommunicationError peersAbsent(
+      const std::string& operation, const std::string& absent);
 
   LaunchInfo launch_;
   CommunicatorOptions options_;
