@@ -80,6 +80,25 @@ def tensor_name(tv) -> str:
     return str(tv).split("[")[0] + "["
 
 
+# Source of a child-process script's fusion: an allgather of x's rows,
+# sharded on mesh_x across the ranks of `mesh` (a list the script defines
+# before it), into y on every rank of the mesh. Free of braces: the tests
+# str.format the scripts it goes into.
+ALLGATHER_FUSION = """
+import torch
+from mdfuser import FusionDefinition, ParallelType
+from mdfuser.multidevice import DeviceMesh, shard_tensor
+with FusionDefinition() as fd:
+    x = fd.define_tensor([-1, 4])
+    y = fd.ops.set(x)
+    fd.add_output(y)
+    for tv in (x, y):
+        tv.set_device_mesh(DeviceMesh(mesh))
+    x.outer_split(0, len(mesh))
+    x.axis(0).parallelize(ParallelType.mesh_x)
+"""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -7,25 +7,20 @@ from __future__ import annotations
 
 import time
 
-from helpers import finish_world, free_port, start_world
+from helpers import ALLGATHER_FUSION, finish_world, free_port, start_world
 
 # An allgather on every rank of the job. Each rank runs the steps of
 # STEPS[rank]: "run" executes it, "new" executes it with a new input
 # signature, "die" exits at once (no shutdown), "sleep" waits a second.
-SCRIPT = """
-import os, sys, time, torch
-from mdfuser import FusionDefinition, ParallelType
-from mdfuser.multidevice import Communicator, DeviceMesh, shard_tensor
+SCRIPT = (
+    """
+import os, sys, time
+from mdfuser.multidevice import Communicator
 comm = Communicator.instance()
 mesh = list(range(comm.size()))
-with FusionDefinition() as fd:
-    x = fd.define_tensor([-1, 4])
-    y = fd.ops.set(x)
-    fd.add_output(y)
-    for tv in (x, y):
-        tv.set_device_mesh(DeviceMesh(mesh))
-    x.outer_split(0, len(mesh))
-    x.axis(0).parallelize(ParallelType.mesh_x)
+"""
+    + ALLGATHER_FUSION
+    + """
 steps = {steps!r}[comm.rank()]
 for step in steps:
     if step == "die":
@@ -43,6 +38,7 @@ for step in steps:
         print(type(e).__name__ + ": " + str(e), flush=True)
         sys.exit(1)
 """
+)
 
 
 def test_losing_the_store_host_names_the_rank_and_the_operation():

@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import time
 
-from helpers import run_world
+from helpers import ALLGATHER_FUSION, run_world
 
 # Every rank runs an allgather of a [2 * len(mesh), 4] tensor on `mesh`
 # and prints its output, or its error.
-ALLGATHER = """
-import sys, torch
-from mdfuser import FusionDefinition, ParallelType
-from mdfuser.multidevice import DeviceMesh, shard_tensor
+ALLGATHER = (
+    """
+import sys
 mesh = {mesh}
-with FusionDefinition() as fd:
-    x = fd.define_tensor([-1, 4])
-    y = fd.ops.set(x)
-    fd.add_output(y)
-    for tv in (x, y):
-        tv.set_device_mesh(DeviceMesh(mesh))
-    x.outer_split(0, len(mesh))
-    x.axis(0).parallelize(ParallelType.mesh_x)
+"""
+    + ALLGATHER_FUSION
+    + """
 full = torch.arange(8.0 * len(mesh)).reshape(-1, 4)
 try:
     (out,) = fd.execute([shard_tensor(full, x)])
@@ -33,6 +27,7 @@ except ValueError as e:
     sys.exit(0)
 print("empty" if out.numel() == 0 else "full" if torch.equal(out, full) else f"wrong {{out}}")
 """
+)
 
 
 def test_ranks_outside_a_mesh_get_empty_outputs_from_the_start():
