@@ -18,7 +18,44 @@ namespace mdfuser::hir {
 
 namespace {
 
+// Whether `op` reshards a producer along the axis its output splits into
+// stream chunks, where the producer is split across devices and not by
+// streams (x [device{d}, ...] gathered into y [stream{s}, ...]): a stream
+// chunk of the output then holds other devices' data in another layout
+// than this device's shard, so the resharding runs whole, outside a Stream
+// loop.
+bool reshardsAcrossStreamChunks(const TensorOp* op) {
+  const TensorView* consumer = op->out();
+  ParallelAxis stream =
+      findParallelAxis(consumer, ParallelType::Stream, consumer->maybeRoot());
+  if (!stream || !isResharding(op)) {
+    return false;
+  }
+  for (TensorView* producer : op->tensorInputs()) {
+    if (findParallelAxis(producer, ParallelType::Stream, producer->logical())) {
+      continue;
+    }
+    for (const AxisMapping& m : op->mapProducerToConsumer(producer, consumer)) {
+      if (m.consumer != stream.source) {
+        continue;
+      }
+      for (ParallelType pt : kDeviceParallelTypes) {
+        ParallelAxis p = findParallelAxis(producer, pt, producer->logical());
+        ParallelAxis c = findParallelAxis(consumer, pt, consumer->logical());
+        if (p && p.source == m.producer && !(c && c.source == m.consumer)) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+// The number of stream chunks `op` runs in, or nullptr when it runs whole.
 Scalar* streamParts(const TensorOp* op) {
+  if (reshardsAcrossStreamChunks(op)) {
+    return nullptr;
+  }
   for (const TensorView* tv : op->outs()) {
     ParallelAxis axis =
         findParallelAxis(tv, ParallelType::Stream, tv->logical());

@@ -49,7 +49,14 @@ at::Tensor shardTensor(
     if (!innermost) {
       continue;
     }
+    // The axis's elements laid out by the splits down to the device axis:
+    // [above..., device, rest] when the device axis is the outer part of
+    // its split, [above..., outer, device] when it is the inner part (each
+    // device then holds every d-th element).
     std::vector<IterDomain*> chain = innermost.above;
+    if (!innermost.isOuter()) {
+      chain.push_back(innermost.split->outer());
+    }
     chain.push_back(innermost.loop);
     const int64_t n = shard.size(static_cast<int64_t>(a));
     std::vector<int64_t> factors;

@@ -23,6 +23,7 @@ from communication_helpers import (
     expect_inside_stream_loop,
     expect_no_communication,
     global_tensor,
+    host_ir_lines,
     mesh_of,
     part,
     stream_then_device,
@@ -280,6 +281,32 @@ def test_stream_chunked_allgather_before_a_column_parallel_linear(multidevice_te
     assert torch.equal(out, part(full_x @ full_w.T, 1, d, r))
     expect_communication(fd, "Allgather", range(d))
     expect_inside_stream_loop(fd, "Allgather")
+
+
+def test_gathering_device_shards_into_stream_chunks_runs_whole(multidevice_test):
+    """x's outermost axis is split across the devices and the linear's
+    output's same axis across streams: a stream chunk of the output is no
+    chunk of this device's shard, so the allgather runs whole, before the
+    loop, and the numbers are right."""
+    d = multidevice_test.size
+    m, k, n = 4, 8, 6
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, m, k])
+        w = fd.define_tensor([n, k])
+        y = fd.ops.linear(x, w)
+        fd.add_output(y)
+        mesh = mesh_of(range(d))
+        for tv in (x, w, y):
+            tv.set_device_mesh(mesh)
+        x.axis(0).parallelize(ParallelType.mesh_x)
+        y.axis(0).parallelize(ParallelType.stream)
+    full_x, full_w = global_tensor([d, m, k], seed=16), global_tensor([n, k], seed=17)
+    (out,) = execute(multidevice_test, fd, [full_x, full_w])
+    assert torch.equal(out, full_x @ full_w.T)
+    expect_communication(fd, "Allgather", range(d))
+    lines = host_ir_lines(fd)
+    gather = next(line for line in lines if "type=Allgather" in line)
+    assert not gather.startswith(" " * 4), "\n".join(lines)  # top level
 
 
 def test_stream_chunked_reduce_scatter_after_a_row_parallel_linear(multidevice_test):

@@ -98,6 +98,20 @@ def test_a_strided_shard_is_refused(multidevice_test):
         fd.execute([torch.zeros(4, 3, device=multidevice_test.device)])
 
 
+def test_shard_tensor_of_an_inner_split_takes_every_dth_row(multidevice_test):
+    """shard_tensor follows the split: with the inner part on mesh_x, rank r
+    holds rows r, r + d, r + 2d, ... (execute refuses such a shard, above)."""
+    d, r = multidevice_test.size, multidevice_test.rank
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 2])
+        fd.add_output(fd.ops.mul(x, 2.0))
+        x.set_device_mesh(mesh_of(range(d)))
+        x.inner_split(0, d)
+        x.axis(1).parallelize(ParallelType.mesh_x)
+    full = torch.arange(3 * d * 2.0).reshape(3 * d, 2)
+    assert torch.equal(shard_tensor(full, x), full[r::d])
+
+
 def test_jagged_shards_are_refused(multidevice_test):
     """A global extent that does not divide among the devices, and a local
     shard whose size disagrees with the global shape."""
