@@ -36,6 +36,7 @@ __all__ = [
     "TensorView",
     "Val",
     "dtensor",
+    "execute_with_dtensors",
     "multidevice",
     "nn",
     "pytorch_utils",
@@ -45,9 +46,9 @@ __all__ = [
 def __getattr__(name: str):
     # The DTensor front end imports torch.distributed.tensor, which takes
     # seconds; it loads on first use.
-    if name in ("FusionDefinitionWrapper", "dtensor"):
+    if name in ("FusionDefinitionWrapper", "dtensor", "execute_with_dtensors"):
         import importlib
 
         dtensor = importlib.import_module("mdfuser.dtensor")
-        return dtensor if name == "dtensor" else dtensor.FusionDefinitionWrapper
+        return dtensor if name == "dtensor" else getattr(dtensor, name)
     raise AttributeError(f"module 'mdfuser' has no attribute {name!r}")

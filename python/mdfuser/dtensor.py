@@ -458,47 +458,108 @@ class FusionDefinitionWrapper:
             )
 
     def _to_dtensor(self, j: int, out: torch.Tensor, tv: TensorView, mesh: TorchDeviceMesh):
-        pts = parallel_types(mesh.ndim)
-        sizes = list(mesh.mesh.shape)
-        out_mesh = tv.device_mesh
-        if out_mesh is not None and out_mesh != DeviceMesh(mesh.mesh):
-            raise ValueError(
-                f"FusionDefinitionWrapper: output {j} ({tv!r}) is on {out_mesh!r}, not on the "
-                f"inputs' mesh {mesh.mesh.tolist()}; a DTensor output must be on the inputs' mesh"
-            )
-        axes = {} if out_mesh is None else {pt: rest for pt, *rest in tv._device_axes()}
-        placements = []
-        depth: dict[int, list[tuple[int, int]]] = {}
-        for i, pt in enumerate(pts):
-            if pt not in axes:
-                placements.append(Replicate())
-                continue
-            axis, above, blocks = axes[pt]
-            if not blocks:
-                raise ValueError(
-                    f"FusionDefinitionWrapper: output {j} ({tv!r}) is sharded on {pt} along a "
-                    f"part of axis {axis} that is not its outermost part; DTensor placements "
-                    "cannot express that (see doc/dtensor.md): ask for output_placements or "
-                    "run the fusion with the raw API"
-                )
-            placements.append(Shard(axis))
-            depth.setdefault(axis, []).append((above, i))
-        for axis, levels in depth.items():
-            mesh_dims = [i for _, i in sorted(levels)]
-            if mesh_dims != sorted(mesh_dims):
-                raise ValueError(
-                    f"FusionDefinitionWrapper: output {j} ({tv!r}) splits axis {axis} across "
-                    "inner mesh dimensions above outer ones; DTensor's Shard splits them in "
-                    "mesh order, so ask for output_placements"
-                )
-        shape = list(out.shape)
-        for p, n in zip(placements, sizes):
-            if isinstance(p, Shard):
-                shape[p.dim] *= n
-        stride = torch.empty(shape, device="meta").stride()
-        return DTensor.from_local(
-            out, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride
+        return _output_dtensor("FusionDefinitionWrapper", j, out, tv, mesh)
+
+
+def _placements(what: str, role: str, tv: TensorView, mesh: TorchDeviceMesh) -> list:
+    """The DTensor placements of `tv` (`role`: "output 0", "input 1") on
+    `mesh`; ValueError where they cannot express its sharding."""
+    pts = parallel_types(mesh.ndim)
+    out_mesh = tv.device_mesh
+    if out_mesh is not None and out_mesh != DeviceMesh(mesh.mesh):
+        raise ValueError(
+            f"{what}: {role} ({tv!r}) is on {out_mesh!r}, not on the DTensors' mesh "
+            f"{mesh.mesh.tolist()}; every tensor must be on the DTensors' mesh"
         )
+    axes = {} if out_mesh is None else {pt: rest for pt, *rest in tv._device_axes()}
+    placements = []
+    depth: dict[int, list[tuple[int, int]]] = {}
+    for i, pt in enumerate(pts):
+        if pt not in axes:
+            placements.append(Replicate())
+            continue
+        axis, above, blocks = axes[pt]
+        if not blocks:
+            raise ValueError(
+                f"{what}: {role} ({tv!r}) is sharded on {pt} along a "
+                f"part of axis {axis} that is not its outermost part; DTensor placements "
+                "cannot express that (see doc/dtensor.md): ask for output_placements or "
+                "run the fusion with the raw API"
+            )
+        placements.append(Shard(axis))
+        depth.setdefault(axis, []).append((above, i))
+    for axis, levels in depth.items():
+        mesh_dims = [i for _, i in sorted(levels)]
+        if mesh_dims != sorted(mesh_dims):
+            raise ValueError(
+                f"{what}: {role} ({tv!r}) splits axis {axis} across "
+                "inner mesh dimensions above outer ones; DTensor's Shard splits them in "
+                "mesh order, so ask for output_placements"
+            )
+    return placements
+
+
+def _output_dtensor(what: str, j: int, out: torch.Tensor, tv: TensorView, mesh: TorchDeviceMesh):
+    """Output j, this rank's `out` of `tv`, as a DTensor on `mesh`."""
+    placements = _placements(what, f"output {j}", tv, mesh)
+    sizes = list(mesh.mesh.shape)
+    shape = list(out.shape)
+    for p, n in zip(placements, sizes):
+        if isinstance(p, Shard):
+            shape[p.dim] *= n
+    stride = torch.empty(shape, device="meta").stride()
+    return DTensor.from_local(
+        out, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride
+    )
+
+
+def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) -> list[DTensor]:
+    """Runs `fd`, whose inputs carry their meshes and shardings (the raw
+    API), on DTensors, as nvfuser_direct's function of this name does: each
+    input's placements must be those its TensorView declares, and the
+    outputs come back as DTensors with the placements mdfuser chose.
+    FusionDefinitionWrapper instead derives the shardings from the DTensors.
+    """
+    what = "execute_with_dtensors"
+    if not isinstance(fd, FusionDefinition):
+        raise TypeError(f"{what}: expected a FusionDefinition, got {type(fd).__name__}")
+    if isinstance(in_dtensors, (torch.Tensor, str)) or not isinstance(in_dtensors, Sequence):
+        raise TypeError(f"{what}: expected a list of DTensors, got {type(in_dtensors).__name__}")
+    tvs = fd.fusion.inputs()
+    if len(in_dtensors) != len(tvs):
+        raise ValueError(f"{what}: the fusion has {len(tvs)} inputs, got {len(in_dtensors)} DTensors")
+    for i, dt in enumerate(in_dtensors):
+        if not isinstance(dt, DTensor):
+            raise ValueError(
+                f"{what}: input {i} is a {type(dt).__name__}, not a DTensor; pass fd.execute "
+                "plain local tensors instead"
+            )
+    mesh = in_dtensors[0].device_mesh
+    for i, (dt, tv) in enumerate(zip(in_dtensors, tvs)):
+        if _mesh_key(dt.device_mesh) != _mesh_key(mesh):
+            raise ValueError(
+                f"{what}: input {i} is {_describe(dt)}, but input 0 is on mesh "
+                f"{mesh.mesh.tolist()}; every input must be on the same mesh"
+            )
+        want = _placements(what, f"input {i}", tv, mesh)
+        try:
+            have = [_placement_key(p) for p in dt.placements]
+            have = [("shard", k[1] % dt.dim()) if k[0] == "shard" else k for k in have]
+            same = have == [_placement_key(p) for p in want]
+        except _NotSupported:
+            same = False
+        if not same:
+            raise ValueError(
+                f"{what}: input {i} is {_describe(dt)}, but the fusion shards {tv!r} as "
+                f"{tuple(want)}; redistribute it, or let FusionDefinitionWrapper derive the "
+                "shardings from the DTensors"
+            )
+    _check_same_world()
+    outs = fd.execute([dt.to_local() for dt in in_dtensors])
+    return [
+        _output_dtensor(what, j, out, tv, mesh)
+        for j, (out, tv) in enumerate(zip(outs, fd.output_tensors()))
+    ]
 
 
 def _shard(tv: TensorView, shards: dict[int, list[int]], sizes, pts, offset: int) -> None:

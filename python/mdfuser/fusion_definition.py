@@ -180,6 +180,22 @@ def _is_dtensor(t: torch.Tensor) -> bool:
     return False
 
 
+class _ExecutorCache:
+    """``fd.fec``: what nvfuser_direct scripts ask of a FusionExecutorCache."""
+
+    def __init__(self, fd: FusionDefinition) -> None:
+        self._fd = fd
+
+    def execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return self._fd.execute(inputs)
+
+    def fusion(self) -> _C.Fusion:
+        return self._fd.fusion
+
+    def get_output_shardings(self) -> list:
+        return self._fd.get_output_shardings()
+
+
 class FusionDefinition:
     """Defines a fusion with global shapes and runs it on local shards.
 
@@ -292,6 +308,7 @@ class FusionDefinition:
         inputs: Sequence[torch.Tensor],
         *,
         device: Any = None,
+        auto_schedule: bool = True,
         backend: CommunicatorBackend | None = None,
         _enable_options: Sequence[str] = (),
         _disable_options: Sequence[str] = (),
@@ -305,8 +322,14 @@ class FusionDefinition:
         schedule can no longer change. ``backend`` picks the library that
         carries communications (default: NCCL for CUDA tensors, Gloo for CPU
         tensors); ``device`` is accepted for compatibility and must match
-        the inputs' device when given.
+        the inputs' device when given. mdfuser schedules every fusion:
+        ``auto_schedule=False`` (manual scheduling) is refused.
         """
+        if not auto_schedule:
+            raise ValueError(
+                "execute: auto_schedule=False asks for manual scheduling, which mdfuser does "
+                "not have; it schedules every fusion itself"
+            )
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence):
             raise TypeError(f"execute expects a list of torch.Tensor, got {type(inputs).__name__}")
         for i, t in enumerate(inputs):
@@ -342,6 +365,14 @@ class FusionDefinition:
         return self._cache.execute(
             list(inputs), list(_enable_options), list(_disable_options), backend
         )
+
+    @property
+    def fec(self) -> _ExecutorCache:
+        """The fusion's executor cache, once ``execute`` has run (before, like
+        nvfuser_direct's ``fd.fec``, there is none: AttributeError)."""
+        if self._cache is None:
+            raise AttributeError("fec: the fusion has no executor cache until it is executed")
+        return _ExecutorCache(self)
 
     def output_tensors(self) -> list[TensorView]:
         """The outputs of the most recently run program, with the shardings

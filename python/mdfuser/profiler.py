@@ -11,15 +11,17 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 _PREFIX = "mdfuser::"
-# Host statements that post or wait for a collective.
-_COMMUNICATION = {"Communication", "Wait"}
+# Host statements that post a collective (one per collective, as a
+# collective is one kernel; its Wait is host work).
+_COMMUNICATION = {"Communication"}
 
 
 @dataclass
 class KernelProfile:
     """One host-IR statement as it ran: its name (``linear``,
-    ``Communication``, ``ForLoop`` ...), ``scheduler`` ("communication" for
-    collectives and their waits, "host_ir" for the rest), host time and the
+    ``Communication``, ``Wait`` ...), ``scheduler`` ("communication" for
+    the statement posting a collective, "host_ir" for the rest, waits
+    included), host time and the
     device time of the kernels it launched (0 on the CPU)."""
 
     name: str

@@ -159,7 +159,11 @@ def test_output_shardings_after_execute():
         w.axis(0).parallelize(ParallelType.mesh_x)
     with pytest.raises(ValueError, match="execute the fusion first"):
         fd.output_tensors()
+    assert not hasattr(fd, "fec")  # as in nvfuser_direct: no cache before execute
     fd.execute([torch.zeros(4, 8), torch.zeros(6, 8)])
+    (via_fec,) = fd.fec.get_output_shardings()
+    assert via_fec.axis_sharded_on(ParallelType.mesh_x) == 1
+    assert fd.fec.fusion() is fd.fusion
     (sharding,) = fd.get_output_shardings()
     assert sharding.mesh == mesh
     assert sharding.axis_sharded_on(ParallelType.mesh_x) == 1
@@ -182,6 +186,20 @@ def test_python_profiler_records_each_host_ir_statement():
         _ = PythonProfiler().profile
 
 
+def test_manual_scheduling_is_refused():
+    fd, inputs = small_mlp()
+    fd.execute(inputs, auto_schedule=True)
+    with pytest.raises(ValueError, match="auto_schedule=False asks for manual scheduling"):
+        fd.execute(inputs, auto_schedule=False)
+
+
 def test_top_level_names():
-    for name in ("CommunicatorBackend", "PythonProfiler", "pytorch_utils", "nn", "multidevice"):
+    for name in (
+        "CommunicatorBackend",
+        "PythonProfiler",
+        "pytorch_utils",
+        "nn",
+        "multidevice",
+        "execute_with_dtensors",
+    ):
         assert hasattr(mdfuser, name), name

@@ -29,7 +29,7 @@ from communication_helpers import (
     stream_then_device,
 )
 
-from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser import DataType, FusionDefinition, ParallelType, PythonProfiler
 from mdfuser.multidevice import DeviceMesh
 
 
@@ -98,6 +98,30 @@ def test_reduce_scatter_of_a_sum(multidevice_test):
     (out,) = execute(multidevice_test, fd, [full])
     assert torch.equal(out, part(full.sum(0), 0, d, r))
     expect_communication(fd, "ReduceScatter", range(d), "axis=0")
+
+
+def test_the_profiler_counts_one_communication_per_collective(multidevice_test):
+    """PythonProfiler marks the statement posting the collective as
+    "communication", not its Wait (nvfuser_direct scripts count them)."""
+    d = multidevice_test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([2 * d, 3 * d])
+        y = fd.ops.sum(x, [0])
+        fd.add_output(y)
+        mesh = mesh_of(range(d))
+        x.set_device_mesh(mesh)
+        y.set_device_mesh(mesh)
+        shard(x, 0, d)
+        shard(y, 1, d)
+    inputs = [multidevice_test.shard(global_tensor([2 * d, 3 * d], seed=4), x)]
+    fd.execute(inputs)
+    with PythonProfiler() as prof:
+        fd.execute(inputs)
+    profiles = prof.profile.kernel_profiles
+    communications = [kp.name for kp in profiles if kp.scheduler == "communication"]
+    # (One device too: its reduce-scatter is a Communication that copies.)
+    assert communications == ["Communication"], [kp.name for kp in profiles]
+    assert all(kp.scheduler == "host_ir" for kp in profiles if kp.name == "Wait")
 
 
 def test_reduce_scatter_of_a_row_parallel_linear(multidevice_test):

@@ -293,3 +293,36 @@ def test_a_world_numbered_otherwise_than_mdfuser_is_refused(dtensor_test, monkey
     ):
         linear(inputs)
     assert linear.num_definitions == 0
+
+
+def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test):
+    """nvfuser_direct's execute_with_dtensors: the fusion declares the
+    shardings (row-parallel linear); DTensors with those placements go in,
+    DTensors with the placements mdfuser chose come out. Other placements
+    are refused before anything runs."""
+    from mdfuser import FusionDefinition, execute_with_dtensors
+    from mdfuser.multidevice import DeviceMesh
+
+    d = dtensor_test.test.size
+    mesh = dtensor_test.mesh((d,))
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 4 * d])
+        w = fd.define_tensor([6, 4 * d])
+        fd.add_output(fd.ops.linear(x, w))
+        for tv in (x, w):
+            tv.set_device_mesh(DeviceMesh(range(d)))
+            tv.outer_split(1, d)
+            tv.axis(1).parallelize(ParallelType.mesh_x)
+    x_full, w_full = global_tensor([5, 4 * d], 21), global_tensor([6, 4 * d], 22)
+    xs = distribute(dtensor_test, x_full, mesh, [Shard(1)])
+    ws = distribute(dtensor_test, w_full, mesh, [Shard(-1)])
+    (y,) = execute_with_dtensors(fd, [xs, ws])
+    assert isinstance(y, DTensor) and y.placements == (Replicate(),)
+    torch.testing.assert_close(y.full_tensor().cpu(), x_full @ w_full.T)
+    (sharding,) = fd.fec.get_output_shardings()
+    assert sharding.axis_sharded_on(ParallelType.mesh_x) == -1
+    if d > 1:
+        with pytest.raises(ValueError, match=r"input 0 is a DTensor .* but the fusion shards"):
+            execute_with_dtensors(fd, [distribute(dtensor_test, x_full, mesh, [Replicate()]), ws])
+    with pytest.raises(ValueError, match="the fusion has 2 inputs, got 1 DTensors"):
+        execute_with_dtensors(fd, [xs])
