@@ -37,7 +37,9 @@ def profile(name: str, run) -> None:
         run()
         torch.cuda.synchronize()
     print(f"=== {name}")
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))
+    print(
+        prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70)
+    )
 
 
 def main() -> None:
@@ -50,7 +52,7 @@ def main() -> None:
     for s in (1, 2, 4):
         block = attention_forward(a, 1, "tp", s)
         inputs = [full[name] for name in block.inputs]
-        profile(f"mdfuser s={s}", lambda: block.fd.execute(inputs))
+        profile(f"mdfuser s={s}", lambda fd=block.fd, inputs=inputs: fd.execute(inputs))
         profile(
             f"torch_streams s={s}",
             bench.torch_streams(fn, full["x"], bench.chunk_axis(case), s, streams),

@@ -2,8 +2,8 @@
 #include "runtime/symmetric_memory.h"
 
 #include <algorithm>
-#include <iterator>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 

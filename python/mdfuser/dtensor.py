@@ -527,7 +527,9 @@ def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) 
         raise TypeError(f"{what}: expected a list of DTensors, got {type(in_dtensors).__name__}")
     tvs = fd.fusion.inputs()
     if len(in_dtensors) != len(tvs):
-        raise ValueError(f"{what}: the fusion has {len(tvs)} inputs, got {len(in_dtensors)} DTensors")
+        raise ValueError(
+            f"{what}: the fusion has {len(tvs)} inputs, got {len(in_dtensors)} DTensors"
+        )
     for i, dt in enumerate(in_dtensors):
         if not isinstance(dt, DTensor):
             raise ValueError(
