@@ -224,6 +224,19 @@ void TensorView::parallelize(int64_t axis, ParallelType parallel_type) {
       parallelTypeName(parallel_type));
   if (parallel_type != ParallelType::Serial) {
     for (int64_t i = 0; i < nDims(); ++i) {
+      // A reduction axis and an iteration axis on one device type say that
+      // the partial sums are scattered along the latter (a reduce-scatter).
+      // The partial sums follow from the producers' shardings, so the
+      // reduction's annotation is dropped and the iteration axis kept.
+      if (loop_[i]->parallelType() == parallel_type &&
+          isDeviceParallel(parallel_type) &&
+          loop_[i]->isReduction() != id->isReduction()) {
+        if (id->isReduction()) {
+          return;
+        }
+        loop_[i]->parallelize(ParallelType::Serial);
+        continue;
+      }
       MDF_USER_CHECK(
           loop_[i]->parallelType() != parallel_type,
           "axis ",
@@ -237,15 +250,10 @@ void TensorView::parallelize(int64_t axis, ParallelType parallel_type) {
           " cannot be parallelized on it too");
     }
   }
-  MDF_USER_CHECK(
-      !(id->isBroadcast() && parallel_type != ParallelType::Serial),
-      "axis ",
-      axis,
-      " of ",
-      toString(),
-      " is a broadcast axis, which holds one element; it cannot be "
-      "parallelized on ",
-      parallelTypeName(parallel_type));
+  // A broadcast axis holds one element, which one device (or one stream
+  // chunk) holds whole: scripts written for any number of devices
+  // parallelize it when run on one. On more, the schedule's validation
+  // refuses to split it.
   MDF_USER_CHECK(
       !(id->isReduction() && parallel_type == ParallelType::Stream),
       "axis ",

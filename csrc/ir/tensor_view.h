@@ -99,6 +99,11 @@ class TensorView : public Val {
   // Moves loop axes: old position -> new position; the others keep their
   // relative order.
   TensorView* reorder(const std::map<int64_t, int64_t>& old_to_new);
+  // Parallelizes loop axis `axis` on `parallel_type`: one axis per type,
+  // except that a reduction axis and an iteration axis on one device type
+  // (partial sums scattered along the iteration axis) keep only the
+  // iteration axis's. A broadcast axis may be parallelized (it holds one
+  // element; validateSchedule refuses to split it among several devices).
   void parallelize(int64_t axis, ParallelType parallel_type);
   void setDeviceMesh(const DeviceMesh& mesh);
 

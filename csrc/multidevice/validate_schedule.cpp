@@ -191,18 +191,27 @@ void requireOutermostDeviceSplit(const TensorOp* op, const Resharding& r) {
 } // namespace
 
 void validateSchedule(const Fusion& fusion) {
+  // Two tensors on different meshes, if any.
   const TensorView* with_mesh = nullptr;
+  const TensorView* on_another = nullptr;
   for (const TensorView* tv : fusion.allTensors()) {
-    if (tv->hasDeviceMesh()) {
+    if (!tv->hasDeviceMesh()) {
+      continue;
+    }
+    if (with_mesh == nullptr) {
       with_mesh = tv;
-      break;
+    } else if (
+        on_another == nullptr &&
+        *tv->deviceMesh() != *with_mesh->deviceMesh()) {
+      on_another = tv;
     }
   }
   for (const TensorView* tv : fusion.allTensors()) {
     validateDeviceAxes(tv);
     validateStreamAxis(tv);
   }
-  if (with_mesh != nullptr) {
+  if (on_another != nullptr) {
+    // Which mesh an input without one would be replicated on is unclear.
     for (const TensorView* tv : fusion.inputs()) {
       MDF_USER_CHECK(
           tv->hasDeviceMesh(),
@@ -210,7 +219,9 @@ void validateSchedule(const Fusion& fusion) {
           tv->toString(),
           " has no device mesh while ",
           with_mesh->toString(),
-          " has one; call set_device_mesh on every input");
+          " and ",
+          on_another->toString(),
+          " are on different meshes; call set_device_mesh on every input");
     }
   }
 }

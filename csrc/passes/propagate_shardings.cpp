@@ -150,6 +150,21 @@ void propagateFromUses(
 } // namespace
 
 void propagateShardings(Fusion* fusion) {
+  // Inputs without a mesh are replicated on the one mesh of the others.
+  const TensorView* placed = nullptr;
+  for (const TensorView* tv : fusion->allTensors()) {
+    if (tv->hasDeviceMesh()) {
+      placed = tv;
+      break;
+    }
+  }
+  if (placed != nullptr) {
+    for (TensorView* tv : fusion->inputs()) {
+      if (!tv->hasDeviceMesh()) {
+        tv->setDeviceMesh(*placed->deviceMesh());
+      }
+    }
+  }
   std::unordered_set<const TensorView*> user_placed;
   for (TensorView* tv : fusion->allTensors()) {
     if (tv->hasDeviceMesh()) {

@@ -9,6 +9,10 @@ namespace mdfuser {
 // consumers, in topological order, so that only fusion inputs need
 // annotations.
 //
+// A fusion input without a mesh, in a fusion whose tensors are on one mesh,
+// is replicated on that mesh (validateSchedule refuses one beside several
+// meshes).
+//
 // A consumer without a mesh takes the mesh of its first producer (in the
 // operation's shardingPriority()) that has one, and the device shardings
 // its producers claim (see multidevice/output_sharding.h): a claimed axis

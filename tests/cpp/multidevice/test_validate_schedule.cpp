@@ -150,16 +150,29 @@ TEST(ValidateSchedule, SplitsAboveADeviceSplitMustBeEven) {
       "has extent 3, which is not divisible into 2 equal parts");
 }
 
-TEST(ValidateSchedule, EveryInputNeedsTheMeshWhenOneHasIt) {
+TEST(ValidateSchedule, AnInputWithoutAMeshBesideOneMeshIsValid) {
+  // propagateShardings replicates it on that mesh.
   Fusion fusion;
   TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
   x->setDeviceMesh(kMesh);
   fusion.addOutput(linear(x, w));
+  validateSchedule(fusion);
+}
+
+TEST(ValidateSchedule, EveryInputNeedsAMeshBesideSeveralMeshes) {
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* y = set(x);
+  x->setDeviceMesh(kMesh);
+  y->setDeviceMesh(DeviceMesh({1}));
+  fusion.addOutput(linear(y, w));
   EXPECT_VALUE_ERROR(
       validateSchedule(fusion),
       "fusion input T1_g_float[iS2{6}, iS3{8}] has no device mesh while "
-      "T0_g_float[iS0{4}, iS1{8}] (DeviceMesh{0 1}) has one");
+      "T0_g_float[iS0{4}, iS1{8}] (DeviceMesh{0 1}) and "
+      "T2_g_float[iS4{4}, iS5{8}] (DeviceMesh{1}) are on different meshes");
 }
 
 TEST(ValidateSchedule, StreamAxisOnAReductionIsAUserError) {

@@ -42,6 +42,21 @@ TEST(PropagateShardings, RowParallelLinearOutput) {
       "T1_g___bfloat[iS2{4}, ideviceIdx.x11{2}, iS12{8}] (DeviceMesh{0 1})");
 }
 
+TEST(PropagateShardings, AnInputWithoutAMeshIsReplicatedOnTheMesh) {
+  // A row-parallel linear whose bias the user left without a mesh.
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({6, 8}, {}, DataType::Float);
+  TensorView* b = fusion.defineTensor({6}, {}, DataType::Float);
+  fusion.addOutput(linear(x, w, b));
+  for (TensorView* tv : {x, w}) {
+    tv->setDeviceMesh(kMesh);
+    shard(tv, 1, 2, ParallelType::DIDx);
+  }
+  propagateShardings(&fusion);
+  EXPECT_EQ(b->toString(), "T2_g_float[iS4{6}] (DeviceMesh{0 1})");
+}
+
 TEST(PropagateShardings, FlowsThroughAChain) {
   Fusion fusion;
   TensorView* x = fusion.defineTensor({8, -1}, {}, DataType::Float);

@@ -112,6 +112,43 @@ def test_shard_tensor_of_an_inner_split_takes_every_dth_row(multidevice_test):
     assert torch.equal(shard_tensor(full, x), full[r::d])
 
 
+def test_a_broadcast_axis_parallelized_on_mesh_x(multidevice_test):
+    """Scripts written for d devices define [d, ...] and parallelize axis
+    0; run on one device that axis is a broadcast of one element, which the
+    one device holds whole. Split among more devices it is refused."""
+    d = multidevice_test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([1, 4])
+        y = fd.ops.sum(x, [0])
+        fd.add_output(y)
+        x.set_device_mesh(mesh_of(range(d)))
+        x.axis(0).parallelize(ParallelType.mesh_x)
+    full = torch.arange(4.0).reshape(1, 4)
+    if d == 1:
+        (out,) = fd.execute([full.to(multidevice_test.device)])
+        assert torch.equal(out.cpu(), full.sum(0))
+        return
+    with pytest.raises(ValueError, match=rf"has 1 parts, but DeviceMesh.* has {d} devices"):
+        fd.execute([full.to(multidevice_test.device)])
+
+
+def test_an_input_without_a_mesh_is_replicated_on_the_others_mesh(multidevice_test):
+    """A row-parallel linear whose bias was never given a mesh: replicated."""
+    d = multidevice_test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 4 * d])
+        w = fd.define_tensor([6, 4 * d])
+        b = fd.define_tensor([6])
+        fd.add_output(fd.ops.linear(x, w, b))
+        for tv in (x, w):
+            tv.set_device_mesh(mesh_of(range(d)))
+            tv.outer_split(1, d)
+            tv.axis(1).parallelize(ParallelType.mesh_x)
+    full = [global_tensor([5, 4 * d], 31), global_tensor([6, 4 * d], 32), global_tensor([6], 33)]
+    (out,) = execute(multidevice_test, fd, full)
+    assert torch.equal(out, full[0] @ full[1].T + full[2])
+
+
 def test_jagged_shards_are_refused(multidevice_test):
     """A global extent that does not divide among the devices, and a local
     shard whose size disagrees with the global shape."""
