@@ -284,10 +284,11 @@ void agreeAcrossTeam(
         detail::concat(
             e.what(),
             ". The ranks of a fusion's mesh compare the fusion and their "
-            "inputs the first time each runs a new input signature; a rank "
-            "that does not take part did not call execute on this fusion, "
-            "or had run these inputs' signature before while this rank had "
-            "not: the ranks disagree about what they run"),
+            "inputs whenever a rank's input shapes, dtypes or options differ "
+            "from its previous run's; a rank that does not take part did not "
+            "call execute on this fusion, or runs the same inputs as in its "
+            "previous run while this rank's differ: the ranks disagree about "
+            "what they run"),
         /*timed_out=*/true);
   }
   if (mine.error.has_value()) {

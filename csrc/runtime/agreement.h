@@ -19,10 +19,12 @@ class Communicator;
 // The agreement check. The collectives of a host program only meet when
 // every rank runs the same program on shards of the same shapes; when they
 // do not, the collective library aborts the process or waits until its
-// timeout. So the first time a rank runs a fusion with a new input
-// signature, the ranks of the fusion's meshes exchange what each is about
-// to run, through the rendezvous store, and every rank raises the same user
-// error when they differ. Signatures seen before run without it.
+// timeout. So at a fusion's first run, and at every run whose inputs'
+// signature (shapes, dtypes, device types, options) differs from the
+// previous run's, the ranks of the fusion's meshes exchange what each is
+// about to run, through the rendezvous store, and every rank raises the
+// same user error when they differ. A run like the previous one goes
+// without it.
 
 // What one rank is about to run: the fusion as defined, the execute options
 // and each input's shape, dtype and device type (strides may differ: each

@@ -25,8 +25,14 @@ struct FusionExecutorCache::Program {
 
 namespace {
 
+// The options and, per input, its dtype, device type and sizes: what the
+// ranks of a mesh must agree on. With `per_rank`, also what may differ
+// between ranks and still changes the compiled program (the device index,
+// the strides): the key of a program in this rank's cache.
 std::vector<int64_t> signatureOf(
-    const std::vector<at::Tensor>& inputs, const ExecuteOptions& options) {
+    const std::vector<at::Tensor>& inputs,
+    const ExecuteOptions& options,
+    bool per_rank) {
   std::vector<int64_t> key;
   for (const ExecuteOptions::Value& option : options.values()) {
     key.push_back(option.number);
@@ -40,10 +46,12 @@ std::vector<int64_t> signatureOf(
     }
     key.push_back(static_cast<int64_t>(t.scalar_type()));
     key.push_back(static_cast<int64_t>(t.device().type()));
-    key.push_back(t.device().index());
     key.push_back(t.dim());
     key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-    key.insert(key.end(), t.strides().begin(), t.strides().end());
+    if (per_rank) {
+      key.push_back(t.device().index());
+      key.insert(key.end(), t.strides().begin(), t.strides().end());
+    }
   }
   return key;
 }
@@ -160,28 +168,64 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   return program;
 }
 
-std::vector<at::Tensor> FusionExecutorCache::runNewSignature(
+std::vector<at::Tensor> FusionExecutorCache::run(
+    const std::vector<at::Tensor>& inputs,
+    Communicator& communicator,
+    const DumpOptions& dump,
+    const ExecuteOptions& options) {
+  // mdfuser computes values, not gradients: inputs that require grad (an
+  // nn.Parameter) are read as plain tensors, and outputs require none.
+  c10::AutoGradMode no_autograd(false);
+  std::vector<int64_t> key = signatureOf(inputs, options, /*per_rank=*/true);
+  std::vector<int64_t> agreement =
+      signatureOf(inputs, options, /*per_rank=*/false);
+  auto it = programs_.find(key);
+  if (it != programs_.end() && agreement == agreed_) {
+    // What the ranks agreed on last: straight to the program.
+    Program& program = *it->second;
+    last_ = &program;
+    ScalarEvaluator extents =
+        bindInputs(program.hic->fusion(), inputs, communicator);
+    return program.evaluator->run(inputs, extents);
+  }
+  return runChecked(
+      std::move(key),
+      std::move(agreement),
+      inputs,
+      communicator,
+      dump,
+      options);
+}
+
+std::vector<at::Tensor> FusionExecutorCache::runChecked(
     std::vector<int64_t> key,
+    std::vector<int64_t> agreement,
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
     const DumpOptions& dump,
     const ExecuteOptions& options) {
   const std::vector<int64_t> team =
       agreementTeam(definition_, communicator.rank(), communicator.size());
+  const bool compare = !team.empty() && agreement != agreed_;
   if (hasDeviceMesh(definition_)) {
     // Before any check that may fail, so that the others' rendezvous
     // completes and they learn of the failure in the agreement check.
     communicator.join();
   }
-  std::unique_ptr<Program> program;
+  auto it = programs_.find(key);
+  Program* program = it == programs_.end() ? nullptr : it->second.get();
+  std::unique_ptr<Program> compiled;
   ScalarEvaluator extents;
   try {
-    checkInputs(definition_, inputs);
-    program = compile(inputs, communicator, dump, options);
+    if (program == nullptr) {
+      checkInputs(definition_, inputs);
+      compiled = compile(inputs, communicator, dump, options);
+      program = compiled.get();
+    }
     // The compiled fusion's inputs carry the propagated shardings.
     extents = bindInputs(program->hic->fusion(), inputs, communicator);
   } catch (const UserError& e) {
-    if (!team.empty()) {
+    if (compare) {
       // The others raise it too instead of waiting for this rank.
       RunFingerprint failed;
       failed.error = e;
@@ -193,35 +237,17 @@ std::vector<at::Tensor> FusionExecutorCache::runNewSignature(
     }
     throw;
   }
-  if (!team.empty()) {
+  if (compare) {
     agreeAcrossTeam(
         communicator, team, fingerprintOf(definition_, inputs, options));
     ++agreements_;
   }
-  Program& stored =
-      *programs_.emplace(std::move(key), std::move(program)).first->second;
-  last_ = &stored;
-  return stored.evaluator->run(inputs, extents);
-}
-
-std::vector<at::Tensor> FusionExecutorCache::run(
-    const std::vector<at::Tensor>& inputs,
-    Communicator& communicator,
-    const DumpOptions& dump,
-    const ExecuteOptions& options) {
-  // mdfuser computes values, not gradients: inputs that require grad (an
-  // nn.Parameter) are read as plain tensors, and outputs require none.
-  c10::AutoGradMode no_autograd(false);
-  std::vector<int64_t> key = signatureOf(inputs, options);
-  auto it = programs_.find(key);
-  if (it == programs_.end()) {
-    return runNewSignature(std::move(key), inputs, communicator, dump, options);
+  agreed_ = std::move(agreement);
+  if (compiled != nullptr) {
+    programs_.emplace(std::move(key), std::move(compiled));
   }
-  Program& program = *it->second;
-  last_ = &program;
-  ScalarEvaluator extents =
-      bindInputs(program.hic->fusion(), inputs, communicator);
-  return program.evaluator->run(inputs, extents);
+  last_ = program;
+  return program->evaluator->run(inputs, extents);
 }
 
 } // namespace mdfuser

@@ -38,8 +38,9 @@ class FusionExecutorCache {
   int64_t numPrograms() const {
     return static_cast<int64_t>(programs_.size());
   }
-  // How many times this rank compared a new input signature with the other
-  // ranks of the fusion's mesh (runtime/agreement.h).
+  // How many times this rank compared its inputs' signature with the other
+  // ranks of the fusion's mesh (runtime/agreement.h): at the first run, and
+  // whenever it differs from the previous run's.
   int64_t numAgreements() const {
     return agreements_;
   }
@@ -56,10 +57,13 @@ class FusionExecutorCache {
       const DumpOptions& dump,
       const ExecuteOptions& options);
 
-  // The first run of an input signature: local checks and compilation, then
+  // A run whose inputs are not the ones the ranks agreed on last (or whose
+  // program is not compiled yet): local checks and compilation, then, when
+  // the inputs' agreement signature differs from the last one agreed on,
   // the agreement check with the other ranks, before anything runs.
-  std::vector<at::Tensor> runNewSignature(
+  std::vector<at::Tensor> runChecked(
       std::vector<int64_t> key,
+      std::vector<int64_t> agreement,
       const std::vector<at::Tensor>& inputs,
       Communicator& communicator,
       const DumpOptions& dump,
@@ -69,6 +73,11 @@ class FusionExecutorCache {
   std::map<std::vector<int64_t>, std::unique_ptr<Program>> programs_;
   const Program* last_ = nullptr;
   int64_t agreements_ = 0;
+  // The agreement signature (options, input dtypes, device types, sizes) of
+  // the last run: a run with another compares it with the other ranks
+  // first, so that ranks that switch signatures differently learn of it
+  // before any collective instead of exchanging mismatched data.
+  std::vector<int64_t> agreed_;
 };
 
 } // namespace mdfuser

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from helpers import ALLGATHER_FUSION, finish_world, free_port, start_world
+from helpers import ALLGATHER_FUSION, finish_world, free_port, run_world, start_world
 
 # An allgather on every rank of the job. Each rank runs the steps of
 # STEPS[rank]: "run" executes it, "new" executes it with a new input
@@ -116,3 +116,24 @@ def test_a_second_job_on_a_running_jobs_port_does_not_join_it():
     )
     # The first job did not notice.
     assert [r.returncode for r in finish_world(first)] == [0, 0]
+
+
+def test_ranks_that_switch_to_different_signatures_they_ran_before_end_bounded():
+    """Both ranks ran 2 and then 3 rows per shard; then rank 0 switches back
+    to 2 while rank 1 stays at 3. Rank 0 compares (its signature changed)
+    and rank 1 goes to its allgather: each ends within the timeout, naming
+    the other rank, instead of exchanging mismatched data."""
+    start = time.monotonic()
+    results = run_world(
+        SCRIPT.format(steps=[["run", "new", "run"], ["run", "new", "new"]]),
+        2,
+        {"MDFUSER_TIMEOUT_S": "5"},
+    )
+    assert time.monotonic() - start < 60
+    zero, one = results
+    assert zero.returncode == 1 and one.returncode == 1, (zero.stderr, one.stderr)
+    assert zero.stdout.splitlines()[:2] == ["ok", "ok"]
+    assert "TimeoutError: rank 0 waited 5 s in the agreement check" in zero.stdout
+    assert "but rank 1 did not take part" in zero.stdout
+    assert "TimeoutError: rank 1 failed waiting" in one.stdout
+    assert "for Allgather" in one.stdout

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Ranks that disagree about what they run.
 
-The first time a rank runs a fusion with a new input signature, the ranks
-of the fusion's mesh compare the fusion, the execute options and their
-inputs' shapes, dtypes and devices. A difference, or a user error on one
-rank, ends in the same error on every rank, naming the ranks and their
-values, before any collective: never a crash or a hang inside the
-collective library.
+At a fusion's first run, and whenever a rank's input signature differs
+from its previous run's, the ranks of the fusion's mesh compare the fusion,
+the execute options and their inputs' shapes, dtypes and devices. A
+difference, or a user error on one rank, ends in the same error on every
+rank, naming the ranks and their values, before any collective: never a
+crash or a hang inside the collective library.
 
 Every test here runs the row-parallel linear on the first two ranks
 (mesh {0 1}); ranks beyond them take no part.
@@ -124,14 +124,51 @@ def test_ranks_run_again_after_they_disagreed(multidevice_test):
     assert fd._cache.num_programs == 1
 
 
-def test_agreeing_ranks_compare_once_per_signature(multidevice_test):
+def test_agreeing_ranks_compare_when_the_signature_changes(multidevice_test):
+    """12, 12, 6, 12 rows: compared at the first run and at each change."""
     fd = fusion(multidevice_test)
     for rows in (12, 12, 6, 12):
         (out,) = fd.execute(shards(multidevice_test, fd, rows))
     assert fd._cache.num_programs == 2
-    assert fd._cache.num_agreements == (2 if multidevice_test.rank < 2 else 0)
+    assert fd._cache.num_agreements == (3 if multidevice_test.rank < 2 else 0)
     if multidevice_test.rank < 2:
         assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
+
+
+def test_switching_to_another_signature_is_compared_even_when_run_before(multidevice_test):
+    """Both ranks ran 12 and then 6 rows; rank 0 switches back to 12 (a
+    signature it compiled before) while rank 1 switches to 9: both compare,
+    and both raise, instead of rank 0 going straight to its collectives."""
+    fd = fusion(multidevice_test)
+    for rows in (12, 6):
+        fd.execute(shards(multidevice_test, fd, rows))
+    if multidevice_test.rank >= 2:
+        run_outside_the_mesh(multidevice_test, fd, shards(multidevice_test, fd, 12))
+        return
+    rows = 12 if multidevice_test.rank == 0 else 9
+    with pytest.raises(ValueError, match=r"has shape \[12, 16\] on rank 0 and \[9, 16\] on rank 1"):
+        fd.execute(shards(multidevice_test, fd, rows))
+    assert fd._cache.num_agreements == 2  # the failed comparison is not counted
+    (out,) = fd.execute(shards(multidevice_test, fd, 12))
+    assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
+    assert fd._cache.num_agreements == 3
+
+
+def test_other_strides_alone_are_not_compared(multidevice_test):
+    """Strides may differ between ranks, and changing them alone is no new
+    signature to agree on: rank 1 passes a column-major input with the same
+    values, the others run their previous signature, and all are right."""
+    fd = fusion(multidevice_test)
+    inputs = shards(multidevice_test, fd, 12)
+    fd.execute(inputs)
+    if multidevice_test.rank == 1:
+        inputs[0] = inputs[0].t().contiguous().t()
+        assert not inputs[0].is_contiguous()
+    (out,) = fd.execute(inputs)
+    if multidevice_test.rank < 2:
+        assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
+        assert fd._cache.num_agreements == 1
+    assert fd._cache.num_programs == (2 if multidevice_test.rank == 1 else 1)
 
 
 def test_a_fusion_without_a_mesh_is_not_compared(multidevice_test):
