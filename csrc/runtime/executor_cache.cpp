@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/executor_cache.h"
 
+#include <functional>
 #include <iostream>
+#include <string>
 
 #include <c10/core/GradMode.h>
 
@@ -95,6 +97,7 @@ bool hasDeviceMesh(const Fusion& fusion) {
 FusionExecutorCache::FusionExecutorCache(Fusion& definition)
     : definition_(definition) {
   definition_.freeze();
+  definition_hash_ = std::hash<std::string>{}(definition_.toString());
 }
 
 FusionExecutorCache::~FusionExecutorCache() = default;
@@ -165,7 +168,8 @@ std::vector<at::Tensor> FusionExecutorCache::runNewSignature(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
     const DumpOptions& dump,
-    const ExecuteOptions& options) {
+    const ExecuteOptions& options,
+    uint64_t rng_base) {
   const std::vector<int64_t> team =
       agreementTeam(definition_, communicator.rank(), communicator.size());
   if (hasDeviceMesh(definition_)) {
@@ -201,7 +205,7 @@ std::vector<at::Tensor> FusionExecutorCache::runNewSignature(
   Program& stored =
       *programs_.emplace(std::move(key), std::move(program)).first->second;
   last_ = &stored;
-  return stored.evaluator->run(inputs, extents);
+  return stored.evaluator->run(inputs, extents, rng_base);
 }
 
 std::vector<at::Tensor> FusionExecutorCache::run(
@@ -212,16 +216,19 @@ std::vector<at::Tensor> FusionExecutorCache::run(
   // mdfuser computes values, not gradients: inputs that require grad (an
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);
+  const uint64_t rng_base = definition_hash_ ^ (static_cast<uint64_t>(runs_++) *
+                                                0x9e3779b97f4a7c15ULL);
   std::vector<int64_t> key = signatureOf(inputs, options);
   auto it = programs_.find(key);
   if (it == programs_.end()) {
-    return runNewSignature(std::move(key), inputs, communicator, dump, options);
+    return runNewSignature(
+        std::move(key), inputs, communicator, dump, options, rng_base);
   }
   Program& program = *it->second;
   last_ = &program;
   ScalarEvaluator extents =
       bindInputs(program.hic->fusion(), inputs, communicator);
-  return program.evaluator->run(inputs, extents);
+  return program.evaluator->run(inputs, extents, rng_base);
 }
 
 } // namespace mdfuser
