@@ -21,6 +21,8 @@ std::string_view dtypeName(DataType dtype) {
       return "Int32";
     case DataType::Bool:
       return "Bool";
+    case DataType::UInt64:
+      return "UInt64";
     case DataType::Null:
       return "Null";
   }
@@ -43,6 +45,8 @@ std::string_view typeString(DataType dtype) {
       return "int";
     case DataType::Bool:
       return "bool";
+    case DataType::UInt64:
+      return "uint64_t";
     case DataType::Null:
       return "null";
   }
@@ -53,6 +57,7 @@ int64_t sizeInBytes(DataType dtype) {
   switch (dtype) {
     case DataType::Double:
     case DataType::Int:
+    case DataType::UInt64:
       return 8;
     case DataType::Float:
     case DataType::Int32:

@@ -18,6 +18,9 @@ enum class DataType {
   Int,
   Int32,
   Bool,
+  // Storage only, as in torch: tensors of it can be defined, filled (full),
+  // cast and moved; arithmetic and reductions refuse it (TypeError).
+  UInt64,
   Null,
 };
 
@@ -31,7 +34,7 @@ std::string_view typeString(DataType dtype);
 int64_t sizeInBytes(DataType dtype);
 
 bool isFloatingType(DataType dtype);
-bool isIntegralType(DataType dtype); // Int and Int32, not Bool
+bool isIntegralType(DataType dtype); // Int and Int32, not Bool or UInt64
 // Half and BFloat16: types whose arithmetic torch carries out in Float.
 bool isReducedPrecision(DataType dtype);
 

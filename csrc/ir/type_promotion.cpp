@@ -31,6 +31,7 @@ int width(DataType dtype) {
       return 2;
     case DataType::Double:
       return 3;
+    case DataType::UInt64:
     case DataType::Null:
       break;
   }

@@ -92,6 +92,12 @@ class Decomposer {
     if (isCommunication(op) || !op->out()->hasDeviceMesh()) {
       return false;
     }
+    // A creation (full; the others were made whole by
+    // decomposeShardedCreations) has no producers to reconcile: it writes
+    // any layout of its output where it is.
+    if (op->tensorInputs().empty()) {
+      return false;
+    }
     const DeviceMesh& out_mesh = *op->out()->deviceMesh();
     // Where the operation runs: its output's mesh, unless no producer lives
     // there; then on its first producer's, and the result moves (a sum of

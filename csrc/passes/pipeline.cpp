@@ -3,6 +3,7 @@
 
 #include "multidevice/validate_schedule.h"
 #include "passes/decompose_reshardings.h"
+#include "passes/decompose_sharded_creations.h"
 #include "passes/propagate_shardings.h"
 #include "passes/reorder_parallel_axes.h"
 #include "passes/split_reshardings.h"
@@ -19,6 +20,8 @@ void runFusionPasses(Fusion* fusion, const FusionPassOptions& options) {
   validateSchedule(*fusion);
   propagateShardings(fusion);
   dump("propagateShardings");
+  decomposeShardedCreations(fusion);
+  dump("decomposeShardedCreations");
   decomposeReshardings(fusion);
   dump("decomposeReshardings");
   // After decomposition: only then is every move a set or a sum.

@@ -15,6 +15,9 @@ struct FusionPassOptions {
 // Turns a user's scheduled fusion into one ready for host IR lowering:
 //   validateSchedule      the user's annotations make sense
 //   propagateShardings    meshes, device and stream splits reach every tensor
+//   decomposeShardedCreations
+//                         iota, uniform and normal compute the whole tensor;
+//                         a set takes each device's part
 //   decomposeReshardings  compute is local: producers resharded before,
 //                         outputs moved after, device-split reductions
 //                         become local op + sum

@@ -147,6 +147,29 @@ void propagateFromUses(
   }
 }
 
+// A tensor without a mesh after the forward pass descends from creations
+// only (full, iota, ...: operations without tensor operands). It takes the
+// mesh of the first of its uses whose output has one, in reverse order so
+// that a chain of such tensors takes the mesh where it is used; it stays
+// replicated there until propagateFromUses shards it.
+void placeCreationsWhereUsed(Fusion* fusion) {
+  const std::vector<TensorOp*> exprs = fusion->exprs();
+  for (auto it = exprs.rbegin(); it != exprs.rend(); ++it) {
+    for (TensorView* tv : (*it)->outs()) {
+      if (tv->hasDeviceMesh()) {
+        continue;
+      }
+      for (Expr* use : tv->uses()) {
+        auto* op = dynamic_cast<TensorOp*>(use);
+        if (op != nullptr && op->out()->hasDeviceMesh()) {
+          tv->setDeviceMesh(*op->out()->deviceMesh());
+          break;
+        }
+      }
+    }
+  }
+}
+
 } // namespace
 
 void propagateShardings(Fusion* fusion) {
@@ -189,6 +212,7 @@ void propagateShardings(Fusion* fusion) {
       applyStream(op, consumer);
     }
   }
+  placeCreationsWhereUsed(fusion);
   propagateFromUses(fusion, user_placed);
 }
 

@@ -24,6 +24,9 @@ namespace mdfuser {
 // axis and can be carried there; a reduction over the chunked axis stops
 // them (its chunks would have to be summed across loop iterations).
 //
+// A creation's output (full, iota, uniform, normal: no producers) that
+// the user did not place takes the mesh of the tensors using it, replicated.
+//
 // Then, in reverse, a tensor the user did not annotate and that is not an
 // output takes the sharding every one of its uses gives its output along
 // the axis it maps to, when it has no sharding of its own on that device

@@ -33,6 +33,7 @@ struct RunState {
   std::unordered_map<const TensorView*, at::Tensor> tensors;
   std::unordered_map<const hir::Stream*, c10::Stream> captured;
   std::unordered_map<const hir::Communication*, PendingCollective> pending;
+  uint64_t rng_base = 0;
 };
 
 c10d::ReduceOp::RedOpType redOp(hir::ReduceKind kind) {
@@ -229,7 +230,7 @@ class Interpreter {
 
   // `op`'s operands bound; outputs only when `with_outputs`.
   KernelCall bind(const TensorOp& op, bool with_outputs = false) {
-    KernelCall call{op, {}, {}, {}, state_.scalars};
+    KernelCall call{op, {}, {}, {}, state_.scalars, state_.rng_base};
     for (const Val* in : op.inputs()) {
       if (const auto* tv = dynamic_cast<const TensorView*>(in)) {
         call.tensors.push_back(tensor(tv));
@@ -426,7 +427,9 @@ HostIrEvaluator::~HostIrEvaluator() {
 }
 
 std::vector<at::Tensor> HostIrEvaluator::run(
-    const std::vector<at::Tensor>& inputs, const ScalarEvaluator& extents) {
+    const std::vector<at::Tensor>& inputs,
+    const ScalarEvaluator& extents,
+    uint64_t rng_base) {
   MDF_CHECK_EQ(inputs.size(), hic_.inputs().size());
   std::optional<c10::DeviceGuard> device_guard;
   if (device_.is_cuda()) {
@@ -436,6 +439,7 @@ std::vector<at::Tensor> HostIrEvaluator::run(
 
   RunState state;
   state.scalars = extents;
+  state.rng_base = rng_base;
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.tensors.emplace(hic_.inputs()[i], inputs[i]);
   }

@@ -29,10 +29,13 @@ class HostIrEvaluator {
       Communicator* communicator);
   ~HostIrEvaluator();
 
-  // `extents` binds the symbols of the input extents (see bindInputs). The
+  // `extents` binds the symbols of the input extents (see bindInputs);
+  // `rng_base` seeds the random operations without a seed (KernelCall). The
   // caller's current stream is current again when run returns or throws.
   std::vector<at::Tensor> run(
-      const std::vector<at::Tensor>& inputs, const ScalarEvaluator& extents);
+      const std::vector<at::Tensor>& inputs,
+      const ScalarEvaluator& extents,
+      uint64_t rng_base = 0);
 
  private:
   const hir::HostIrContainer& hic_;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/executor_cache.h"
 
+#include <functional>
 #include <iostream>
+#include <string>
 
 #include <c10/core/GradMode.h>
 
@@ -103,6 +105,7 @@ bool hasDeviceMesh(const Fusion& fusion) {
 FusionExecutorCache::FusionExecutorCache(Fusion& definition)
     : definition_(definition) {
   definition_.freeze();
+  definition_hash_ = std::hash<std::string>{}(definition_.toString());
 }
 
 FusionExecutorCache::~FusionExecutorCache() = default;
@@ -176,6 +179,8 @@ std::vector<at::Tensor> FusionExecutorCache::run(
   // mdfuser computes values, not gradients: inputs that require grad (an
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);
+  const uint64_t rng_base = definition_hash_ ^ (static_cast<uint64_t>(runs_++) *
+                                                0x9e3779b97f4a7c15ULL);
   std::vector<int64_t> key = signatureOf(inputs, options, /*per_rank=*/true);
   std::vector<int64_t> agreement =
       signatureOf(inputs, options, /*per_rank=*/false);
@@ -186,7 +191,7 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     last_ = &program;
     ScalarEvaluator extents =
         bindInputs(program.hic->fusion(), inputs, communicator);
-    return program.evaluator->run(inputs, extents);
+    return program.evaluator->run(inputs, extents, rng_base);
   }
   return runChecked(
       std::move(key),
@@ -194,7 +199,8 @@ std::vector<at::Tensor> FusionExecutorCache::run(
       inputs,
       communicator,
       dump,
-      options);
+      options,
+      rng_base);
 }
 
 std::vector<at::Tensor> FusionExecutorCache::runChecked(
@@ -203,7 +209,8 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
     const DumpOptions& dump,
-    const ExecuteOptions& options) {
+    const ExecuteOptions& options,
+    uint64_t rng_base) {
   const std::vector<int64_t> team =
       agreementTeam(definition_, communicator.rank(), communicator.size());
   const bool compare = !team.empty() && agreement != agreed_;
@@ -247,7 +254,7 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     programs_.emplace(std::move(key), std::move(compiled));
   }
   last_ = program;
-  return program->evaluator->run(inputs, extents);
+  return program->evaluator->run(inputs, extents, rng_base);
 }
 
 } // namespace mdfuser

@@ -67,9 +67,15 @@ class FusionExecutorCache {
       const std::vector<at::Tensor>& inputs,
       Communicator& communicator,
       const DumpOptions& dump,
-      const ExecuteOptions& options);
+      const ExecuteOptions& options,
+      uint64_t rng_base);
 
   Fusion& definition_;
+  // Seeds random operations without rng_seed: a hash of the definition and
+  // the number of runs so far, the same on every rank that runs the same
+  // definition the same number of times, new at every run.
+  uint64_t definition_hash_ = 0;
+  int64_t runs_ = 0;
   std::map<std::vector<int64_t>, std::unique_ptr<Program>> programs_;
   const Program* last_ = nullptr;
   int64_t agreements_ = 0;

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <numeric>
 
 #include <ATen/Context.h>
+#include <ATen/core/Generator.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_backward.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
@@ -17,7 +19,9 @@
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/clamp.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/div.h>
@@ -164,6 +168,102 @@ at::Tensor& castOut(at::Tensor& out, const at::Tensor& x) {
 void whereKernel(KernelCall& call) {
   at::where_out(
       out0(call), operand(call, 0), operand(call, 1), operand(call, 2));
+}
+
+void clampKernel(KernelCall& call) {
+  at::clamp_out(
+      out0(call),
+      operand(call, 0),
+      std::optional<at::Tensor>(operand(call, 1)),
+      std::optional<at::Tensor>(operand(call, 2)));
+}
+
+// ---------------------------------------------------------------- creation
+
+// full writes whatever part of its output this device (and stream chunk)
+// holds: every element is the same.
+void fullKernel(KernelCall& call) {
+  out0(call).fill_(call.scalars.at(0));
+}
+
+// The operations whose values depend on the position write their whole
+// output (decomposeShardedCreations sees to it).
+void requireWhole(const KernelCall& call) {
+  const std::vector<IterDomain*>& ids = call.op.out()->logical();
+  const at::Tensor& out = call.outputs.at(0);
+  MDF_CHECK_EQ(static_cast<size_t>(out.dim()), ids.size());
+  for (size_t a = 0; a < ids.size(); ++a) {
+    MDF_CHECK_EQ(
+        out.size(static_cast<int64_t>(a)),
+        call.extents.evaluate(ids[a]->extent()),
+        call.op.opName(),
+        " must write its whole output");
+  }
+}
+
+void iotaKernel(KernelCall& call) {
+  requireWhole(call);
+  at::Tensor& out = out0(call);
+  const bool integral = c10::isIntegralType(out.scalar_type(), false);
+  const auto options = at::TensorOptions()
+                           .device(out.device())
+                           .dtype(integral ? at::kLong : at::kDouble);
+  // start + i * step in int64 or double, rounded once into the dtype.
+  at::Tensor values = at::arange(out.size(0), options);
+  if (integral) {
+    values.mul_(call.scalars.at(1).toLong()).add_(call.scalars.at(0).toLong());
+  } else {
+    values.mul_(call.scalars.at(1).toDouble())
+        .add_(call.scalars.at(0).toDouble());
+  }
+  out.copy_(values);
+}
+
+// splitmix64's finalizer: nearby inputs give unrelated seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t seedOf(const KernelCall& call) {
+  const auto& op = static_cast<const CreationOp&>(call.op);
+  if (op.rng().has_value()) {
+    return mix(
+        mix(static_cast<uint64_t>(op.rng()->seed)) ^
+        static_cast<uint64_t>(op.rng()->offset));
+  }
+  return mix(call.rng_base ^ mix(static_cast<uint64_t>(op.out()->name())));
+}
+
+void randomKernel(KernelCall& call) {
+  requireWhole(call);
+  at::Tensor& out = out0(call);
+  // A generator of torch's kind for the device, of its own: the default
+  // generator's state is left as it was.
+  at::Generator generator;
+  {
+    at::Generator global = at::globalContext().defaultGenerator(out.device());
+    std::lock_guard<std::mutex> lock(global.mutex());
+    generator = global.clone();
+  }
+  generator.set_current_seed(seedOf(call));
+  // Drawn in row-major order whatever the buffer's layout, so that every
+  // device draws the same global tensor.
+  at::Tensor values = out.is_contiguous()
+                          ? out
+                          : at::empty_like(out, at::MemoryFormat::Contiguous);
+  const double a = call.scalars.at(0).toDouble();
+  const double b = call.scalars.at(1).toDouble();
+  if (call.op.type() == OpType::Uniform) {
+    values.uniform_(a, b, generator);
+  } else {
+    values.normal_(a, b, generator);
+  }
+  if (!values.is_same(out)) {
+    out.copy_(values);
+  }
 }
 
 // --------------------------------------------------------------- reductions
@@ -502,6 +602,7 @@ constexpr Entry kKernels[] = {
     {OpType::Gt, binary<at::gt_out>},
     {OpType::Ge, binary<at::ge_out>},
     {OpType::Where, whereKernel},
+    {OpType::Clamp, clampKernel},
     {OpType::Sum, reduction},
     {OpType::Max, reduction},
     {OpType::Min, reduction},
@@ -512,6 +613,10 @@ constexpr Entry kKernels[] = {
     {OpType::Squeeze, reshapeKernel},
     {OpType::Slice, sliceKernel},
     {OpType::Cat, catKernel},
+    {OpType::Full, fullKernel},
+    {OpType::Iota, iotaKernel},
+    {OpType::Uniform, randomKernel},
+    {OpType::Normal, randomKernel},
     {OpType::Linear, linearKernel},
     {OpType::Matmul, matmulKernel},
     {OpType::SdpaFwd, sdpaFwdKernel},

@@ -23,11 +23,21 @@ struct KernelCall {
   std::vector<at::Tensor> outputs;
   // Values of the program's symbolic extents.
   const ScalarEvaluator& extents;
+  // Where uniform and normal without rng_seed draw from: a value the same
+  // on every rank and new at each execution (FusionExecutorCache::run).
+  uint64_t rng_base = 0;
 };
 
 // Runs `call` through the kernel of its operation type: one ATen call
 // (an `*_out` where ATen has one) per operation. The table from operation
 // type to kernel is in kernels.cpp.
+//
+// Random operations (uniform, normal) fill their whole global tensor from a
+// generator of torch's kind for the device (CPU: Mersenne Twister, CUDA:
+// Philox) seeded with a mix of (rng_seed, rng_offset), or, without a seed,
+// of `rng_base` and the operation's output: the same values on every rank,
+// so a replicated tensor agrees everywhere and a sharded one is cut from
+// one global tensor. Values differ between CPU and CUDA and from nvFuser's.
 void runKernel(KernelCall& call);
 
 // The result of a layout operation (permute, slice, squeeze, broadcast,

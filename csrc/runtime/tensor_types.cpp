@@ -21,6 +21,8 @@ c10::ScalarType toScalarType(DataType dtype) {
       return c10::kInt;
     case DataType::Bool:
       return c10::kBool;
+    case DataType::UInt64:
+      return c10::kUInt64;
     case DataType::Null:
       break;
   }

@@ -104,6 +104,7 @@ void bindIr(py::module_& m) {
       .value("Int", DataType::Int)
       .value("Int32", DataType::Int32)
       .value("Bool", DataType::Bool)
+      .value("UInt64", DataType::UInt64)
       .value("Null", DataType::Null);
 
   py::enum_<ParallelType>(

@@ -177,6 +177,69 @@ std::vector<int64_t> toInts(const py::handle& h, std::string_view what) {
   return result;
 }
 
+// A dtype argument: TypeError unless it is an mdfuser.DataType.
+DataType toDtype(const py::handle& h, std::string_view op) {
+  MDF_TYPE_CHECK(
+      py::isinstance<DataType>(h),
+      op,
+      ": dtype must be an mdfuser.DataType, got ",
+      describe(h));
+  return h.cast<DataType>();
+}
+
+// rng_seed or rng_offset: None, an int, or an integer define_scalar of
+// `fusion`.
+std::optional<int64_t> toSeedPart(
+    Fusion& fusion, const py::handle& h, std::string_view what) {
+  if (h.is_none()) {
+    return std::nullopt;
+  }
+  if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
+    return toInt64(h, what);
+  }
+  if (py::isinstance<Literal>(h)) {
+    auto* l = h.cast<Literal*>();
+    MDF_USER_CHECK(
+        l->container() == &fusion,
+        what,
+        " ",
+        l->toString(),
+        " belongs to another FusionDefinition; use values of this one");
+    if (const auto* v = std::get_if<int64_t>(&l->value())) {
+      return *v;
+    }
+  }
+  MDF_TYPE_CHECK(
+      false,
+      what,
+      " must be an int or an integer define_scalar, got ",
+      describe(h));
+  return std::nullopt;
+}
+
+std::optional<RngSeed> toRngSeed(
+    Fusion& fusion,
+    const py::handle& seed,
+    const py::handle& offset,
+    std::string_view op) {
+  const std::string name(op);
+  const std::optional<int64_t> s =
+      toSeedPart(fusion, seed, name + ": rng_seed");
+  const std::optional<int64_t> o =
+      toSeedPart(fusion, offset, name + ": rng_offset");
+  MDF_USER_CHECK(
+      s.has_value() == o.has_value(),
+      op,
+      ": rng_seed and rng_offset must be given together, got rng_seed=",
+      std::string(py::repr(seed)),
+      " and rng_offset=",
+      std::string(py::repr(offset)));
+  if (!s.has_value()) {
+    return std::nullopt;
+  }
+  return RngSeed{*s, *o};
+}
+
 constexpr auto kRef = py::return_value_policy::reference;
 
 } // namespace
@@ -267,6 +330,119 @@ void bindOps(py::module_& m) {
       py::arg("x"),
       py::arg("dtype"),
       kRef);
+
+  m.def(
+      "clamp",
+      [](Fusion& fusion,
+         const py::handle& x,
+         const py::handle& min,
+         const py::handle& max) {
+        return clamp(
+            toVal(fusion, x, "clamp", 0),
+            min.is_none() ? nullptr : toVal(fusion, min, "clamp", 1),
+            max.is_none() ? nullptr : toVal(fusion, max, "clamp", 2));
+      },
+      py::arg("fusion"),
+      py::arg("x"),
+      py::arg("min") = py::none(),
+      py::arg("max") = py::none(),
+      kRef,
+      "torch.clamp: each element limited to [min, max]; either bound may be "
+      "None. Promotes over all three as torch does.");
+  m.def(
+      "expand",
+      [](Fusion& fusion, const py::handle& x, const py::handle& shape) {
+        return expand(
+            toTensor(fusion, x, "expand", 0),
+            toExtents(fusion, shape, "expand"));
+      },
+      py::arg("fusion"),
+      py::arg("x"),
+      py::arg("shape"),
+      kRef,
+      "torch's expand: axes of extent 1 stretch to shape[i]; -1 keeps an "
+      "axis.");
+  m.def(
+      "full",
+      [](Fusion& fusion,
+         const py::handle& shape,
+         const py::handle& fill_value,
+         const py::handle& dtype) {
+        return full(
+            &fusion,
+            toExtents(fusion, shape, "full"),
+            toVal(fusion, fill_value, "full", 1),
+            toDtype(dtype, "full"));
+      },
+      py::arg("fusion"),
+      py::arg("shape"),
+      py::arg("fill_value"),
+      py::arg("dtype"),
+      kRef,
+      "torch.full: a tensor of global `shape` holding `fill_value` as "
+      "`dtype`.");
+  m.def(
+      "iota",
+      [](Fusion& fusion,
+         const py::handle& length,
+         const py::handle& start,
+         const py::handle& step,
+         const py::handle& dtype) {
+        return iota(
+            &fusion,
+            toExtent(fusion, length, "iota"),
+            start.is_none() ? nullptr : toVal(fusion, start, "iota", 1),
+            step.is_none() ? nullptr : toVal(fusion, step, "iota", 2),
+            toDtype(dtype, "iota"));
+      },
+      py::arg("fusion"),
+      py::arg("length"),
+      py::arg("start") = py::none(),
+      py::arg("step") = py::none(),
+      py::arg("dtype") = DataType::Int,
+      kRef,
+      "[start, start + step, ...] of `length` elements; start 0 and step 1 "
+      "by default.");
+  for (const OpType type : {OpType::Uniform, OpType::Normal}) {
+    const std::string name(opName(type));
+    const bool is_uniform = type == OpType::Uniform;
+    m.def(
+        name.c_str(),
+        [type, name](
+            Fusion& fusion,
+            const py::handle& a,
+            const py::handle& b,
+            const py::handle& shape,
+            const py::handle& dtype,
+            const py::handle& rng_seed,
+            const py::handle& rng_offset) {
+          auto* builder = type == OpType::Uniform ? uniform : normal;
+          return builder(
+              &fusion,
+              toVal(fusion, a, name, 0),
+              toVal(fusion, b, name, 1),
+              toExtents(fusion, shape, name),
+              toDtype(dtype, name),
+              toRngSeed(fusion, rng_seed, rng_offset, name));
+        },
+        py::arg("fusion"),
+        py::arg(is_uniform ? "minval" : "mean"),
+        py::arg(is_uniform ? "maxval" : "std"),
+        py::arg("shape"),
+        py::arg("dtype") = DataType::Float,
+        py::arg("rng_seed") = py::none(),
+        py::arg("rng_offset") = py::none(),
+        kRef,
+        is_uniform
+            ? "Uniform random values in [minval, maxval) of global `shape`. "
+              "With rng_seed and rng_offset the values are a function of them "
+              "alone; without, each execute draws new ones. Every device "
+              "holds its part of one global tensor."
+            : "Normal random values of global `shape`. With rng_seed and "
+              "rng_offset the values are a function of them alone; without, "
+              "each execute draws new ones. Every device holds its part of "
+              "one global tensor.");
+  }
   m.def(
       "set",
       [](Fusion& fusion, const py::handle& x) {

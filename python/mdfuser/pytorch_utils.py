@@ -15,6 +15,7 @@ _TORCH_TO_MDFUSER = {
     torch.int64: DataType.Int,
     torch.int32: DataType.Int32,
     torch.bool: DataType.Bool,
+    torch.uint64: DataType.UInt64,
     float: DataType.Double,
     int: DataType.Int,
     bool: DataType.Bool,

@@ -47,6 +47,7 @@ def test_nvfuser_dtype_to_torch_dtype():
         DataType.Int: torch.int64,
         DataType.Int32: torch.int32,
         DataType.Bool: torch.bool,
+        DataType.UInt64: torch.uint64,
     }
     for dtype, torch_dtype in pairs.items():
         assert nvfuser_dtype_to_torch_dtype(dtype) == torch_dtype

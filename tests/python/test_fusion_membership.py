@@ -70,6 +70,7 @@ CALLS = {
     "add(tensor, scalar)": lambda ops, o: ops.add(o.t(), o.s()),
     "where": lambda ops, o: ops.where(o.t(dtype=DataType.Bool), o.t(), o.t()),
     "cast": lambda ops, o: ops.cast(o.t(), DataType.Double),
+    "clamp": lambda ops, o: ops.clamp(o.t(), o.s(), o.t()),
     "set": lambda ops, o: ops.set(o.t()),
     "stride_order": lambda ops, o: ops.stride_order(o.t(), [1, 0]),
     "shape": lambda ops, o: ops.shape(o.t()),
@@ -87,6 +88,21 @@ CALLS = {
     "broadcast_in_dim": lambda ops, o: (
         lambda x, y: ops.broadcast_in_dim(x, [o.extent(y, 0), 4], [1])
     )(o.t([4]), o.t([-1])),
+    "expand": lambda ops, o: (lambda x, y: ops.expand(x, [o.extent(y, 0), 4]))(
+        o.t([1, 4]), o.t([-1])
+    ),
+    "full": lambda ops, o: (lambda y: ops.full([o.extent(y, 0), 3], o.s(), DataType.Float))(
+        o.t([-1])
+    ),
+    "iota": lambda ops, o: (lambda y: ops.iota(o.extent(y, 0), o.s(), o.s(), DataType.Float))(
+        o.t([-1])
+    ),
+    "uniform": lambda ops, o: (
+        lambda y: ops.uniform(o.s(1.0), o.s(2.0), [o.extent(y, 0)], rng_seed=1, rng_offset=0)
+    )(o.t([-1])),
+    "normal": lambda ops, o: (lambda y: ops.normal(o.s(0.0), o.s(1.0), [o.extent(y, 0), 2]))(
+        o.t([-1])
+    ),
     "reshape": lambda ops, o: (lambda x: ops.reshape(x, [o.extent(x, 0), 2, 2]))(o.t([-1, 4])),
     "permute": lambda ops, o: ops.permute(o.t(), [1, 0]),
     "squeeze": lambda ops, o: ops.squeeze(o.t([2, 1]), [1]),

@@ -274,3 +274,54 @@ def test_layout_operations_of_an_expanded_broadcast():
     assert_same(copied, x.expand(t_, h))
     assert_same(permuted, x.expand(t_, h).t())
     assert_same(joined, torch.cat([x.expand(t_, h), y]))
+
+
+# expand: torch's Tensor.expand on the same number of axes.
+@pytest.mark.parametrize(
+    "in_shape, shape",
+    [
+        ([1, 4], [3, 4]),
+        ([1, 4], [3, -1]),
+        ([2, 1, 1], [2, 5, 3]),
+        ([3], [3]),
+        ([1], [0]),
+    ],
+    ids=str,
+)
+def test_expand_matches_torch(in_shape, shape):
+    x = sample(in_shape, torch.float32, seed=31)
+    out = run1(lambda fd, t: fd.ops.expand(t, shape), x, static_sizes=True)
+    assert_same(out, x.expand(*shape))
+
+
+def test_expand_to_a_symbolic_extent_then_add():
+    x = sample([1, 3], torch.float32, seed=32)
+    y = sample([5, 3], torch.float32, seed=33)
+    out = run1(
+        lambda fd, tx, ty: fd.ops.add(fd.ops.expand(tx, [fd.ops.size(ty, 0), -1]), ty),
+        x,
+        y,
+    )
+    assert_same(out, x.expand(5, 3) + y)
+
+
+def test_expand_then_sum_counts_every_repeated_element():
+    x = sample([1, 4], torch.float32, seed=34)
+    out = run1(lambda fd, t: fd.ops.sum(fd.ops.expand(t, [6, 4]), [0]), x, static_sizes=True)
+    assert_same(out, x.expand(6, 4).sum(0))
+
+
+def test_expand_refuses_what_torch_refuses():
+    with pytest.raises(
+        ValueError,
+        match=r"expand: the extent of input dimension 0 .* and shape\[0\] must match, got 2 and 3",
+    ):
+        run1(lambda fd, t: fd.ops.expand(t, [3, 4]), torch.ones(2, 4), static_sizes=True)
+    with pytest.raises(
+        ValueError, match="expand: shape has 3 entries but the input has 2 dimensions"
+    ):
+        run1(lambda fd, t: fd.ops.expand(t, [1, 2, 4]), torch.ones(2, 4), static_sizes=True)
+    with pytest.raises(ValueError, match=r"expand: shape\[0\] is -2"):
+        run1(lambda fd, t: fd.ops.expand(t, [-2, 4]), torch.ones(1, 4), static_sizes=True)
+    with pytest.raises(TypeError, match="expand: operand 0 must be a tensor, got 2.0"):
+        run1(lambda fd, t: fd.ops.expand(fd.define_scalar(2.0), [4]), torch.ones(1))

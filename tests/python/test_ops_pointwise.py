@@ -250,3 +250,60 @@ def test_cast_needs_a_tensor_and_a_dtype():
         TypeError, match=r"cast: dtype must be an mdfuser.DataType, got torch.float32"
     ):
         run1(lambda fd, t: fd.ops.cast(t, torch.float32), torch.ones(1))
+
+
+# clamp: torch.clamp's promotion over the input and both bounds; a bound
+# may be a tensor, a scalar or None.
+@pytest.mark.parametrize(
+    "x_dtype, low, high",
+    [
+        (DataType.Float, -1.0, 1.5),
+        (DataType.Int, -1, 2),
+        (DataType.Int, -0.5, 1.5),
+        (DataType.BFloat16, -1, 1),
+        (DataType.Int32, 0, 1),
+        (DataType.Double, 2.0, 1.0),
+    ],
+    ids=str,
+)
+def test_clamp_with_scalar_bounds_matches_torch(x_dtype, low, high):
+    x = sample([4, 5], nvfuser_dtype_to_torch_dtype(x_dtype), seed=11)
+    out = run1(lambda fd, t: fd.ops.clamp(t, low, high), x)
+    assert_same(out, torch.clamp(x, low, high))
+
+
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (DataType.Float, DataType.Float, DataType.Float),
+        (DataType.BFloat16, DataType.Float, DataType.Float),
+        (DataType.Int32, DataType.Int, DataType.Int32),
+        (DataType.Int, DataType.Double, DataType.Int),
+    ],
+    ids=str,
+)
+def test_clamp_with_tensor_bounds_broadcasts_and_promotes(dtypes):
+    x_dtype, lo_dtype, hi_dtype = (nvfuser_dtype_to_torch_dtype(d) for d in dtypes)
+    x = sample([3, 4], x_dtype, seed=12)
+    lo = sample([4], lo_dtype, seed=13) - 1
+    hi = sample([3, 1], hi_dtype, seed=14) + 1
+    out = run1(lambda fd, t, a, b: fd.ops.clamp(t, a, b), x, lo, hi)
+    assert_same(out, torch.clamp(x, lo, hi))
+
+
+def test_clamp_with_one_bound():
+    x = sample([6], torch.float32, seed=15)
+    assert_same(run1(lambda fd, t: fd.ops.clamp(t, min=0.0), x), torch.clamp(x, min=0.0))
+    assert_same(run1(lambda fd, t: fd.ops.clamp(t, max=0.5), x), torch.clamp(x, max=0.5))
+    assert_same(run1(lambda fd, t: fd.ops.clamp(t, None, 1), x), torch.clamp(x, None, 1))
+
+
+def test_clamp_errors_name_the_operation():
+    with pytest.raises(ValueError, match="clamp: at least one of min and max must be given"):
+        run1(lambda fd, t: fd.ops.clamp(t), torch.ones(2))
+    with pytest.raises(TypeError, match="clamp does not take Bool operands"):
+        run1(lambda fd, t: fd.ops.clamp(t, False, True), torch.ones(2, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"clamp: operand 1 must be a TensorView, .* got 'a'"):
+        run1(lambda fd, t: fd.ops.clamp(t, "a", 1.0), torch.ones(2))
+    with pytest.raises(TypeError, match="clamp does not take UInt64 operands"):
+        run1(lambda fd, t: fd.ops.clamp(t, 0, 1), torch.ones(2, dtype=torch.uint64))

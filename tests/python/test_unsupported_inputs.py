@@ -122,6 +122,7 @@ TORCH_DTYPES = {
     DataType.BFloat16: torch.bfloat16,
     DataType.Float: torch.float32,
     DataType.Double: torch.float64,
+    DataType.UInt64: torch.uint64,
 }
 UNARY = [
     "abs", "cos", "erf", "exp", "log", "log1p", "neg", "reciprocal", "relu",
@@ -165,6 +166,7 @@ OPERATIONS = {
     "mean": ([[2, 4]], lambda ops, x: ops.mean(x, [1]), lambda x: torch.mean(x, 1)),
     "var": ([[2, 4]], lambda ops, x: ops.var(x, [1]), lambda x: torch.var(x, 1)),
     "softmax": ([[2, 4]], lambda ops, x: ops.softmax(x, 1), lambda x: torch.softmax(x, 1)),
+    "clamp": ([[2, 4], [2, 4], [2, 4]], lambda ops, x, a, b: ops.clamp(x, a, b), torch.clamp),
     "linear": ([[2, 4], [3, 4]], lambda ops, x, w: ops.linear(x, w), F.linear),
     "matmul": ([[2, 4], [4, 3]], lambda ops, a, b: ops.matmul(a, b), torch.matmul),
 }

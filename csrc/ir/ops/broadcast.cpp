@@ -33,7 +33,9 @@ std::vector<AxisMapping> BroadcastOp::mapProducerToConsumer(
       continue;
     }
     MDF_CHECK_LT(next, p.size());
-    if (!p[next]->isBroadcast()) {
+    // An axis of extent 1 that expand stretches holds one element on
+    // every device.
+    if (!p[next]->isBroadcast() && !c[i]->isBroadcast()) {
       result.push_back({p[next], c[i]});
     }
     ++next;
@@ -169,6 +171,54 @@ TensorView* broadcastInDim(
         container->create<IterDomain>(extent, IterType::Broadcast));
   }
   return build(in, std::move(out_ids), std::move(is_new));
+}
+
+TensorView* expand(TensorView* in, const std::vector<Scalar*>& shape) {
+  ops::requireTensor(in, "expand", "input");
+  std::vector<Val*> operands{in};
+  operands.insert(operands.end(), shape.begin(), shape.end());
+  ops::requireSameFusion(operands, "expand");
+  const std::vector<IterDomain*> ids = in->logicalNoReductions();
+  MDF_USER_CHECK(
+      shape.size() == ids.size(),
+      "expand: shape has ",
+      shape.size(),
+      " entries but the input has ",
+      ids.size(),
+      " dimensions; expected one per dimension (broadcast_in_dim adds new "
+      "ones)");
+  IrContainer* container = in->container();
+  std::vector<IterDomain*> out_ids;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    IterDomain* id = ids[i];
+    Scalar* extent = shape[i];
+    MDF_CHECK(extent != nullptr);
+    const bool keep = extent->isConst() && extent->value() == -1;
+    MDF_USER_CHECK(
+        !extent->isConst() || extent->value() >= -1,
+        "expand: shape[",
+        i,
+        "] is ",
+        extent->isConst() ? extent->value() : 0,
+        "; expected -1 (keep the axis), an extent >= 0 or a Scalar");
+    const bool one = id->isBroadcast() ||
+                     (id->extent()->isConst() && id->extent()->value() == 1);
+    if (keep || !one || extent == id->extent()) {
+      if (!keep) {
+        ops::requireEqualExtents(
+            id->extent(),
+            extent,
+            "expand: the extent of input dimension " + std::to_string(i) +
+                " (not 1, so it cannot be expanded) and shape[" +
+                std::to_string(i) + "]");
+      }
+      out_ids.push_back(ops::freshAxis(id, id->iterType()));
+      continue;
+    }
+    out_ids.push_back(
+        container->create<IterDomain>(extent, IterType::Broadcast));
+  }
+  return build(in, std::move(out_ids), std::vector<bool>(ids.size(), false));
 }
 
 } // namespace mdfuser

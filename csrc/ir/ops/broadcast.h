@@ -9,7 +9,8 @@ namespace mdfuser {
 
 // out = `in` with broadcast axes inserted (and broadcast axes of `in`
 // possibly expanded). Axis i of `in` maps to the i-th output axis that is
-// not new; new axes map to nothing and are never sharded.
+// not new, unless either is a broadcast axis; new axes map to nothing and
+// are never sharded.
 class BroadcastOp : public TensorOp {
  public:
   BroadcastOp(
@@ -51,5 +52,12 @@ TensorView* broadcastInDim(
     TensorView* in,
     const std::vector<Scalar*>& shape,
     const std::vector<int64_t>& broadcast_dims);
+
+// torch's expand on the same number of axes: each axis of extent 1 (or
+// broadcast) becomes a broadcast axis expanded to shape[i]; an entry of -1,
+// or the axis's own extent, keeps the axis. ValueError for another extent
+// of an axis that is not 1, or a shape of another length. The result is a
+// BroadcastOp that inserts no axis.
+TensorView* expand(TensorView* in, const std::vector<Scalar*>& shape);
 
 } // namespace mdfuser

@@ -53,6 +53,7 @@ constexpr OpInfo kOpTable[] = {
     {Gt, "gt", kP, 2, kToBool, kAny},
     {Ge, "ge", kP, 2, kToBool, kAny},
     {Where, "where", kP, 3, kDefault, kAny},
+    {Clamp, "clamp", kP, 3, kDefault, kNotBool},
     {Sum, "sum", OpFamily::kReduction},
     {Max, "max", OpFamily::kReduction},
     {Min, "min", OpFamily::kReduction},
@@ -63,6 +64,10 @@ constexpr OpInfo kOpTable[] = {
     {Squeeze, "squeeze", OpFamily::kOther},
     {Slice, "slice", OpFamily::kOther},
     {Cat, "cat", OpFamily::kOther},
+    {Full, "full", OpFamily::kCreation},
+    {Iota, "iota", OpFamily::kCreation},
+    {Uniform, "uniform", OpFamily::kCreation},
+    {Normal, "normal", OpFamily::kCreation},
     {Linear, "linear", OpFamily::kOther},
     {Matmul, "matmul", OpFamily::kOther},
     {SdpaFwd, "sdpfa_fwd", OpFamily::kOther},
@@ -96,7 +101,7 @@ std::vector<const OpInfo*> pointwiseOps(int arity) {
   std::vector<const OpInfo*> result;
   for (const OpInfo& info : kOpTable) {
     if (info.family == OpFamily::kPointwise && info.arity == arity &&
-        info.type != Cast && info.type != Where) {
+        info.type != Cast && info.type != Where && info.type != Clamp) {
       result.push_back(&info);
     }
   }

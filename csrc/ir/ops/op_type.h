@@ -14,6 +14,7 @@ namespace mdfuser {
 //   pointwise   one output element from the operands' elements at the same
 //               (broadcast) position: PointwiseOp
 //   reduction   sum/max/min over axes: ReductionOp
+//   creation    full, iota, uniform, normal: CreationOp, no tensor operands
 //   the others  one class each (set, broadcast, reshape, ..., sdpfa_bwd)
 // Adding a pointwise operation is a line in kOpTable (op_type.cpp), a line
 // in the runtime's kernel table, and nothing else.
@@ -53,6 +54,7 @@ enum class OpType {
   Ge,
   // pointwise, ternary
   Where,
+  Clamp,
   // reductions
   Sum,
   Max,
@@ -65,6 +67,11 @@ enum class OpType {
   Squeeze,
   Slice,
   Cat,
+  // creation: no tensor operands
+  Full,
+  Iota,
+  Uniform,
+  Normal,
   // contractions
   Linear,
   Matmul,
@@ -77,7 +84,7 @@ enum class OpType {
 // The last OpType: tables indexed by OpType have kLastOpType + 1 entries.
 constexpr OpType kLastOpType = OpType::LayerNorm;
 
-enum class OpFamily { kPointwise, kReduction, kOther };
+enum class OpFamily { kPointwise, kReduction, kCreation, kOther };
 
 // Which operand dtypes a pointwise operation takes, checked after type
 // promotion (so that a Bool tensor plus an int literal is an Int add).
@@ -108,7 +115,7 @@ const OpInfo& opInfo(OpType type);
 std::string_view opName(OpType type);
 
 // Every pointwise operation of `arity` with a Python name, in table order
-// (Cast and Where are bound by hand: they take more than tensors).
+// (Cast, Where and Clamp are bound by hand: they take more than tensors).
 std::vector<const OpInfo*> pointwiseOps(int arity);
 
 } // namespace mdfuser

@@ -112,6 +112,17 @@ TensorView* build(
     }
   }
   ops::requireSameFusion(operands, info.name);
+  for (size_t i = 0; i < operands.size() && type != OpType::Cast; ++i) {
+    MDF_TYPE_CHECK(
+        operands[i] == nullptr || operandDtype(operands[i]) != DataType::UInt64,
+        info.name,
+        " does not take UInt64 operands (torch has no arithmetic or type "
+        "promotion for uint64), got operand ",
+        i,
+        " ",
+        operands[i]->toString(),
+        "; cast it first");
+  }
   MDF_TYPE_CHECK(
       !tensors.empty(),
       info.name,
@@ -241,6 +252,19 @@ TensorView* cast(Val* x, DataType dtype) {
   MDF_TYPE_CHECK(
       dtype != DataType::Null, "cast: the target dtype must not be Null");
   return build(OpType::Cast, {x}, dtype);
+}
+
+TensorView* clamp(Val* x, Val* min, Val* max) {
+  MDF_USER_CHECK(
+      min != nullptr || max != nullptr,
+      "clamp: at least one of min and max must be given (not None)");
+  if (min == nullptr) {
+    return build(OpType::Minimum, {x, max});
+  }
+  if (max == nullptr) {
+    return build(OpType::Maximum, {x, min});
+  }
+  return build(OpType::Clamp, {x, min, max});
 }
 
 } // namespace mdfuser

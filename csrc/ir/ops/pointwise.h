@@ -42,6 +42,9 @@ TensorView* binaryOp(OpType type, Val* a, Val* b);
 // `condition` is Bool; the result promotes `a` and `b`.
 TensorView* where(Val* condition, Val* a, Val* b);
 TensorView* cast(Val* x, DataType dtype);
+// torch.clamp: min(max(x, min), max), promoted over all three. Either bound
+// may be nullptr (then it is maximum or minimum); ValueError when both are.
+TensorView* clamp(Val* x, Val* min, Val* max);
 
 // The dtype of a pointwise operand: a tensor's, a literal's, Int for an
 // extent.

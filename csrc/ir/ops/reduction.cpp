@@ -103,6 +103,12 @@ TensorView* reduce(
   MDF_USER_CHECK(
       rank > 0, name, ": cannot reduce the 0-dimensional ", in->toString());
   const std::vector<int64_t> reduced = reductionDims(dims, rank, name);
+  MDF_TYPE_CHECK(
+      in->dtype() != DataType::UInt64 && dtype != DataType::UInt64,
+      name,
+      " does not take UInt64 (torch does not reduce uint64); cast ",
+      in->toString(),
+      " first");
 
   if (dtype == DataType::Null) {
     dtype = type == OpType::Sum && !isFloatingType(in->dtype()) ? DataType::Int
