@@ -176,6 +176,19 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     Communicator& communicator,
     const DumpOptions& dump,
     const ExecuteOptions& options) {
+  try {
+    return runOrThrow(inputs, communicator, dump, options);
+  } catch (...) {
+    noteFailedRun();
+    throw;
+  }
+}
+
+std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
+    const std::vector<at::Tensor>& inputs,
+    Communicator& communicator,
+    const DumpOptions& dump,
+    const ExecuteOptions& options) {
   // mdfuser computes values, not gradients: inputs that require grad (an
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);

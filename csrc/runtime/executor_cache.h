@@ -35,6 +35,15 @@ class FusionExecutorCache {
       const DumpOptions& dump = {},
       const ExecuteOptions& options = {});
 
+  // After a run that failed on this rank, perhaps on this rank only (its
+  // peers may be inside that run's collectives): the next run compares
+  // with the others first, so that it cannot pair its collectives with the
+  // failed run's. run() notes its own failures; the Python layer notes
+  // those it raises before calling run().
+  void noteFailedRun() {
+    agreed_.clear();
+  }
+
   int64_t numPrograms() const {
     return static_cast<int64_t>(programs_.size());
   }
@@ -50,6 +59,12 @@ class FusionExecutorCache {
 
  private:
   struct Program;
+
+  std::vector<at::Tensor> runOrThrow(
+      const std::vector<at::Tensor>& inputs,
+      Communicator& communicator,
+      const DumpOptions& dump,
+      const ExecuteOptions& options);
 
   std::unique_ptr<Program> compile(
       const std::vector<at::Tensor>& inputs,

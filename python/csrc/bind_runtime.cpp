@@ -158,7 +158,13 @@ void bindRuntime(py::module_& m) {
              const std::vector<std::string>& enable,
              const std::vector<std::string>& disable,
              std::optional<hir::CommunicatorBackend> backend) {
-            ExecuteOptions options = ExecuteOptions::parse(enable, disable);
+            ExecuteOptions options;
+            try {
+              options = ExecuteOptions::parse(enable, disable);
+            } catch (...) {
+              cache.noteFailedRun();
+              throw;
+            }
             options.backend = backend;
             const DumpOptions& dump = DumpOptions::fromEnvironment();
             Communicator& communicator = communicatorInstance();
@@ -172,6 +178,11 @@ void bindRuntime(py::module_& m) {
       .def_property_readonly("num_programs", &FusionExecutorCache::numPrograms)
       .def_property_readonly(
           "num_agreements", &FusionExecutorCache::numAgreements)
+      .def(
+          "note_failed_run",
+          &FusionExecutorCache::noteFailedRun,
+          "The next run compares with the other ranks first (a run failed "
+          "on this rank before reaching the cache).")
       .def(
           "compiled_outputs",
           [](const FusionExecutorCache& cache) {

@@ -314,6 +314,17 @@ class FusionDefinitionWrapper:
         return it with (a sequence of Shard and Replicate, one per mesh
         dimension), or None to leave it as mdfuser computes it.
         """
+        try:
+            return self._call(inputs, output_placements)
+        except Exception:
+            # Perhaps on this rank only: each program compares with the other
+            # ranks before its next run.
+            for compiled in self._compiled.values():
+                if compiled.fd._cache is not None:
+                    compiled.fd._cache.note_failed_run()
+            raise
+
+    def _call(self, inputs, output_placements) -> list[DTensor]:
         if isinstance(inputs, (torch.Tensor, str)) or not isinstance(inputs, Sequence):
             raise TypeError(
                 f"FusionDefinitionWrapper: expected a list of DTensors, got {type(inputs).__name__}"

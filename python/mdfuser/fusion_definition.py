@@ -325,6 +325,25 @@ class FusionDefinition:
         the inputs' device when given. mdfuser schedules every fusion:
         ``auto_schedule=False`` (manual scheduling) is refused.
         """
+        try:
+            self._check_execute_arguments(
+                inputs, device, auto_schedule, backend, _enable_options, _disable_options
+            )
+        except Exception:
+            if self._cache is not None:
+                # Perhaps on this rank only: the next run compares first.
+                self._cache.note_failed_run()
+            raise
+        if self._cache is None:
+            self._cache = _C._FusionExecutorCache(self._fusion)
+        return self._cache.execute(
+            list(inputs), list(_enable_options), list(_disable_options), backend
+        )
+
+    @staticmethod
+    def _check_execute_arguments(
+        inputs, device, auto_schedule, backend, _enable_options, _disable_options
+    ) -> None:
         if not auto_schedule:
             raise ValueError(
                 "execute: auto_schedule=False asks for manual scheduling, which mdfuser does "
@@ -360,11 +379,6 @@ class FusionDefinition:
                     wanted.index is not None and t.device.index != wanted.index
                 ):
                     raise ValueError(f"execute: input {i} is on {t.device}, not on device={device}")
-        if self._cache is None:
-            self._cache = _C._FusionExecutorCache(self._fusion)
-        return self._cache.execute(
-            list(inputs), list(_enable_options), list(_disable_options), backend
-        )
 
     @property
     def fec(self) -> _ExecutorCache:

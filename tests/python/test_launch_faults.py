@@ -11,7 +11,9 @@ from helpers import ALLGATHER_FUSION, finish_world, free_port, run_world, start_
 
 # An allgather on every rank of the job. Each rank runs the steps of
 # STEPS[rank]: "run" executes it, "new" executes it with a new input
-# signature, "die" exits at once (no shutdown), "sleep" waits a second.
+# signature, "bad" passes a Double input (a TypeError on this rank, caught),
+# "die" exits at once (no shutdown), "sleep" waits a second. Each step's
+# values differ, so that ranks out of step see wrong values.
 SCRIPT = (
     """
 import os, sys, time
@@ -22,14 +24,20 @@ mesh = list(range(comm.size()))
     + ALLGATHER_FUSION
     + """
 steps = {steps!r}[comm.rank()]
-for step in steps:
+for index, step in enumerate(steps):
     if step == "die":
         os._exit(3)
     if step == "sleep":
         time.sleep(1)
         continue
-    rows = 2 if step == "run" else 3
-    full = torch.arange(rows * 4.0 * len(mesh)).reshape(-1, 4)
+    rows = 3 if step == "new" else 2
+    full = torch.arange(rows * 4.0 * len(mesh)).reshape(-1, 4) + 100 * index
+    if step == "bad":
+        try:
+            fd.execute([shard_tensor(full, x).double()])
+        except TypeError:
+            print("TypeError (caught)", flush=True)
+        continue
     try:
         (out,) = fd.execute([shard_tensor(full, x)])
         assert torch.equal(out, full)
@@ -137,3 +145,24 @@ def test_ranks_that_switch_to_different_signatures_they_ran_before_end_bounded()
     assert "but rank 1 did not take part" in zero.stdout
     assert "TimeoutError: rank 1 failed waiting" in one.stdout
     assert "for Allgather" in one.stdout
+
+
+def test_a_rank_that_failed_alone_compares_before_its_next_run():
+    """Rank 1's second run fails on rank 1 alone (a Double input; rank 0's
+    inputs are as before, so rank 0 goes to its allgather). Rank 1 catches
+    it and runs again: that run compares with rank 0 first, instead of
+    pairing its allgather with rank 0's pending one (which would give both
+    the other step's values). Both end within the timeout, with errors."""
+    start = time.monotonic()
+    results = run_world(
+        SCRIPT.format(steps=[["run", "run", "run"], ["run", "bad", "run"]]),
+        2,
+        {"MDFUSER_TIMEOUT_S": "5"},
+    )
+    assert time.monotonic() - start < 60
+    zero, one = results
+    assert zero.stdout.splitlines()[0] == "ok", zero.stdout
+    assert zero.stdout.count("ok") == 1 and "AssertionError" not in zero.stdout, zero.stdout
+    assert "TimeoutError: rank 0 failed waiting" in zero.stdout, zero.stdout
+    assert one.stdout.splitlines()[:2] == ["ok", "TypeError (caught)"], one.stdout
+    assert "TimeoutError: rank 1 waited 5 s in the agreement check" in one.stdout, one.stdout
