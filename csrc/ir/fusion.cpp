@@ -108,12 +108,24 @@ std::vector<TensorView*> Fusion::allTensors() const {
 }
 
 void Fusion::addExtentConstraint(Scalar* lhs, Scalar* rhs, std::string what) {
-  constraints_.push_back({lhs, rhs, std::move(what)});
+  constraints_.push_back(
+      {lhs, rhs, std::move(what), ExtentConstraint::Kind::kEqual, ""});
 }
 
 void Fusion::addDivisibilityConstraint(
     Scalar* lhs, Scalar* rhs, std::string what) {
-  constraints_.push_back({lhs, rhs, std::move(what), /*divisible=*/true});
+  constraints_.push_back(
+      {lhs, rhs, std::move(what), ExtentConstraint::Kind::kDivisible, ""});
+}
+
+void Fusion::addBoundConstraint(
+    Scalar* lhs, Scalar* rhs, std::string what, std::string rhs_what) {
+  constraints_.push_back(
+      {lhs,
+       rhs,
+       std::move(what),
+       ExtentConstraint::Kind::kAtMost,
+       std::move(rhs_what)});
 }
 
 std::unique_ptr<Fusion> Fusion::clone() const {
@@ -124,7 +136,7 @@ std::unique_ptr<Fusion> Fusion::clone() const {
   copy->outputs_ = cloner.clone(outputs_);
   for (const ExtentConstraint& c : constraints_) {
     copy->constraints_.push_back(
-        {cloner.clone(c.lhs), cloner.clone(c.rhs), c.what, c.divisible});
+        {cloner.clone(c.lhs), cloner.clone(c.rhs), c.what, c.kind, c.rhs_what});
   }
   return copy;
 }

@@ -19,13 +19,16 @@ class TensorOp;
 class Fusion : public IrContainer {
  public:
   // Two extents that an operation requires to be equal (or the first to be
-  // a multiple of the second), checked when inputs arrive because either
-  // may be symbolic.
+  // a multiple of the second, or at most the second), checked when inputs
+  // arrive because either may be symbolic.
   struct ExtentConstraint {
+    enum class Kind { kEqual, kDivisible, kAtMost };
     Scalar* lhs;
     Scalar* rhs;
     std::string what;
-    bool divisible = false;
+    Kind kind = Kind::kEqual;
+    // kAtMost: what `rhs` is, e.g. "its extent".
+    std::string rhs_what;
   };
 
   Fusion() = default;
@@ -58,6 +61,10 @@ class Fusion : public IrContainer {
   void addExtentConstraint(Scalar* lhs, Scalar* rhs, std::string what);
   // `lhs` must be a multiple of `rhs`.
   void addDivisibilityConstraint(Scalar* lhs, Scalar* rhs, std::string what);
+  // `lhs` must be at most `rhs`: "<what> is 5, past <rhs_what> 3", e.g.
+  // "slice: the end of dimension 0", "its extent".
+  void addBoundConstraint(
+      Scalar* lhs, Scalar* rhs, std::string what, std::string rhs_what);
   const std::vector<ExtentConstraint>& extentConstraints() const {
     return constraints_;
   }

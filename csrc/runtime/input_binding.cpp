@@ -252,18 +252,26 @@ ScalarEvaluator bindInputs(
   for (const Fusion::ExtentConstraint& c : fusion.extentConstraints()) {
     const int64_t lhs = extents.evaluate(c.lhs);
     const int64_t rhs = extents.evaluate(c.rhs);
-    if (c.divisible) {
-      MDF_USER_CHECK(
-          rhs != 0 && lhs % rhs == 0,
-          c.what,
-          " has extent ",
-          lhs,
-          ", which does not divide evenly into ",
-          rhs,
-          " parts");
-      continue;
+    switch (c.kind) {
+      case Fusion::ExtentConstraint::Kind::kDivisible:
+        MDF_USER_CHECK(
+            rhs != 0 && lhs % rhs == 0,
+            c.what,
+            " has extent ",
+            lhs,
+            ", which does not divide evenly into ",
+            rhs,
+            " parts");
+        break;
+      case Fusion::ExtentConstraint::Kind::kAtMost:
+        MDF_USER_CHECK(
+            lhs <= rhs, c.what, " is ", lhs, ", past ", c.rhs_what, " ", rhs);
+        break;
+      case Fusion::ExtentConstraint::Kind::kEqual:
+        MDF_USER_CHECK(
+            lhs == rhs, c.what, " must match, got ", lhs, " and ", rhs);
+        break;
     }
-    MDF_USER_CHECK(lhs == rhs, c.what, " must match, got ", lhs, " and ", rhs);
   }
   return extents;
 }

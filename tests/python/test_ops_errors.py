@@ -122,6 +122,23 @@ def test_slice_out_of_range(starts, ends, message):
         fd.ops.slice(a, starts, ends)
 
 
+@pytest.mark.parametrize("end, ok", [(3, True), (4, False), (100, False)])
+def test_slice_past_a_symbolic_extent_is_refused_when_inputs_arrive(end, ok):
+    """The extent is known only at execute: checked then, before anything
+    runs, like a static one at definition."""
+    fd, a = define([-1, 4])
+    fd.add_output(fd.ops.slice(a, [0, 0], [end, 4]))
+    t = torch.arange(12.0).reshape(3, 4)
+    if ok:
+        (out,) = fd.execute([t])
+        assert torch.equal(out, t[:end])
+        return
+    with pytest.raises(
+        ValueError, match=rf"slice: the end of dimension 0 is {end}, past its extent 3"
+    ):
+        fd.execute([t])
+
+
 @pytest.mark.parametrize(
     "dims, message",
     [

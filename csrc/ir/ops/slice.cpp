@@ -3,6 +3,7 @@
 
 #include "ir/container.h"
 #include "ir/errors.h"
+#include "ir/fusion.h"
 #include "ir/ops/builder.h"
 
 namespace mdfuser {
@@ -133,6 +134,20 @@ TensorView* slice(
           i,
           " is past its extent ",
           extent->value());
+    } else if (end != extent) {
+      // Known when the inputs arrive.
+      fusionOf(in)->addBoundConstraint(
+          end,
+          extent,
+          detail::concat("slice: the end of dimension ", i),
+          "its extent");
+    }
+    if (!start->isConst() || !end->isConst()) {
+      fusionOf(in)->addBoundConstraint(
+          start,
+          end,
+          detail::concat("slice: the start of dimension ", i),
+          "its end");
     }
     MDF_USER_CHECK(
         !ids[i]->isExpanded(),
