@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -292,6 +294,33 @@ Communicator::~Communicator() {
 
 namespace {
 
+// A TCPStore, server or client, within `timeout`. Its constructor can block
+// longer: in its connect retries, or without end in a read when something
+// that is no store holds the port. So it runs
+// on a thread of its own; past the timeout this rank gives up, and the
+// thread, if still blocked, ends with the process.
+c10::intrusive_ptr<c10d::Store> connectStore(
+    const std::string& host,
+    const c10d::TCPStoreOptions& options,
+    std::chrono::milliseconds timeout) {
+  using Result = c10::intrusive_ptr<c10d::Store>;
+  auto result = std::make_shared<std::promise<Result>>();
+  std::future<Result> future = result->get_future();
+  std::thread([result, host, options] {
+    try {
+      result->set_value(c10::make_intrusive<c10d::TCPStore>(host, options));
+    } catch (...) {
+      result->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    throw std::runtime_error(
+        "no store answered there (a program that is no rendezvous store may "
+        "hold the port)");
+  }
+  return future.get();
+}
+
 // Adds this rank to `key` and waits until `count` ranks did. Returns false
 // on timeout.
 bool arriveAndWait(
@@ -337,8 +366,7 @@ Communicator::State& Communicator::state() {
   store_options.timeout = options_.timeout;
   c10::intrusive_ptr<c10d::Store> tcp;
   try {
-    tcp = c10::make_intrusive<c10d::TCPStore>(
-        options_.master_addr, store_options);
+    tcp = connectStore(options_.master_addr, store_options, options_.timeout);
   } catch (const std::exception& e) {
     throw CommunicationError(
         detail::concat(

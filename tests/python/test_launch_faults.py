@@ -5,6 +5,8 @@ operation and what to do."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 from helpers import ALLGATHER_FUSION, finish_world, free_port, run_world, start_world
@@ -166,3 +168,44 @@ def test_a_rank_that_failed_alone_compares_before_its_next_run():
     assert "TimeoutError: rank 0 failed waiting" in zero.stdout, zero.stdout
     assert one.stdout.splitlines()[:2] == ["ok", "TypeError (caught)"], one.stdout
     assert "TimeoutError: rank 1 waited 5 s in the agreement check" in one.stdout, one.stdout
+
+
+def test_a_port_held_by_a_program_that_never_answers_ends_within_the_timeout():
+    """Something that is no rendezvous store accepts connections on the
+    port and never answers: rank 0 cannot listen there, and rank 1, which
+    connects to it, gives up within the timeout instead of waiting forever
+    in the store's handshake."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    accepted = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        start = time.monotonic()
+        world = start_world(
+            SCRIPT.format(steps=[["run"], ["run"]]), 2, {"MDFUSER_TIMEOUT_S": "5"}, port
+        )
+        zero, one = finish_world(world, timeout=60)
+        assert time.monotonic() - start < 30
+    finally:
+        stop.set()
+        thread.join()
+        for connection in accepted:
+            connection.close()
+        listener.close()
+    assert zero.returncode == 1 and "could not start the rendezvous store" in zero.stdout
+    assert one.returncode == 1
+    assert "TimeoutError: rank 1 of a world of 2 could not reach the rendezvous store" in one.stdout
+    assert "no store answered there" in one.stdout
