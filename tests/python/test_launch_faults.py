@@ -145,8 +145,8 @@ def test_ranks_that_switch_to_different_signatures_they_ran_before_end_bounded()
     assert zero.stdout.splitlines()[:2] == ["ok", "ok"]
     assert "TimeoutError: rank 0 waited 5 s in the agreement check" in zero.stdout
     assert "but rank 1 did not take part" in zero.stdout
-    assert "TimeoutError: rank 1 failed waiting" in one.stdout
-    assert "for Allgather" in one.stdout
+    # Timed out, or cut off when rank 0 exited with the store it serves.
+    assert "rank 1 failed waiting" in one.stdout and "for Allgather" in one.stdout
 
 
 def test_a_rank_that_failed_alone_compares_before_its_next_run():
@@ -167,7 +167,13 @@ def test_a_rank_that_failed_alone_compares_before_its_next_run():
     assert zero.stdout.count("ok") == 1 and "AssertionError" not in zero.stdout, zero.stdout
     assert "TimeoutError: rank 0 failed waiting" in zero.stdout, zero.stdout
     assert one.stdout.splitlines()[:2] == ["ok", "TypeError (caught)"], one.stdout
-    assert "TimeoutError: rank 1 waited 5 s in the agreement check" in one.stdout, one.stdout
+    # Rank 1 waits in the check until its timeout, or until rank 0, whose
+    # collective timed out first, exits with the store it serves.
+    assert (
+        "TimeoutError: rank 1 waited 5 s in the agreement check" in one.stdout
+        or "RuntimeError: rank 1 lost the rendezvous store" in one.stdout
+        and "in the agreement check of execute" in one.stdout
+    ), one.stdout
 
 
 def test_a_port_held_by_a_program_that_never_answers_ends_within_the_timeout():
