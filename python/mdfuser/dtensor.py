@@ -336,6 +336,14 @@ class FusionDefinitionWrapper:
             _input_spec(0, first, None)
         mesh = first.device_mesh
         parallel_types(mesh.ndim)  # 1 to 3 dimensions
+        rank = Communicator.instance().rank()
+        if rank not in mesh.mesh.flatten().tolist():
+            raise ValueError(
+                f"FusionDefinitionWrapper: this rank ({rank}) is not in the DTensors' mesh "
+                f"{mesh.mesh.tolist()}, so it holds no part of them; call the wrapper on the "
+                "mesh's ranks only (with the raw API, ranks outside a fusion's mesh get empty "
+                "outputs)"
+            )
         specs = [_input_spec(i, dt, mesh) for i, dt in enumerate(inputs)]
         _check_same_world()
         self._check_mesh(mesh)

@@ -326,3 +326,23 @@ def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test):
             execute_with_dtensors(fd, [distribute(dtensor_test, x_full, mesh, [Replicate()]), ws])
     with pytest.raises(ValueError, match="the fusion has 2 inputs, got 1 DTensors"):
         execute_with_dtensors(fd, [xs])
+
+
+def test_ranks_outside_the_dtensors_mesh_are_told_so(dtensor_test):
+    """DTensors on a mesh of rank 0 alone: rank 0 computes; the other ranks,
+    which hold nothing of them, get a ValueError saying so."""
+    from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
+
+    test = dtensor_test.test
+    mesh = TorchDeviceMesh(test.device.type, [0])
+    x, w = global_tensor([4, 8], 41), global_tensor([8, 8], 42)
+    inputs = [distribute(dtensor_test, t, mesh, [Replicate()]) for t in (x, w)]
+    linear = FusionDefinitionWrapper(define_linear)
+    if test.rank == 0:
+        (y,) = linear(inputs)
+        torch.testing.assert_close(y.to_local().cpu(), x @ w.T)
+        return
+    with pytest.raises(
+        ValueError, match=rf"this rank \({test.rank}\) is not in the DTensors' mesh \[0\]"
+    ):
+        linear(inputs)
