@@ -145,6 +145,12 @@ void bindIr(py::module_& m) {
       "Val",
       "A value of a fusion: a tensor, a scalar constant (define_scalar) or "
       "an extent (tv.size(i), fd.ops.shape(tv)).")
+      .def(
+          "is_tensor",
+          [](const Val& v) {
+            return dynamic_cast<const TensorView*>(&v) != nullptr;
+          },
+          "Whether the value is a TensorView.")
       .def("__repr__", &Val::toString);
 
   py::class_<Scalar, Val, std::unique_ptr<Scalar, py::nodelete>>(
@@ -383,6 +389,13 @@ void bindIr(py::module_& m) {
           "outputs",
           &Fusion::outputs,
           py::return_value_policy::reference_internal)
+      .def(
+          "vals",
+          &Fusion::allTensors,
+          py::return_value_policy::reference_internal,
+          "Every tensor the outputs depend on, inputs included, producers "
+          "first (the tensors of nvFuser's vals(); extents and constants "
+          "are not listed).")
       .def("print_math", [](const Fusion& f) { return f.toString(); })
       .def("__str__", &Fusion::toString)
       .def("__repr__", &Fusion::toString);

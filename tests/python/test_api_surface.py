@@ -148,6 +148,18 @@ def test_reference_option_names_are_accepted_and_unknown_ones_are_not():
         fd.execute(inputs, device=0)
 
 
+def test_fusion_vals_lists_its_tensors():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4, 8])
+        y = fd.ops.relu(x)
+        z = fd.ops.mul(y, 2.0)
+        fd.add_output(z)
+    vals = fd.fusion.vals()
+    assert [repr(v) for v in vals] == [repr(t) for t in (x, y, z)]
+    assert all(v.is_tensor() for v in vals)
+    assert not x.size(0).is_tensor()
+
+
 def test_output_shardings_after_execute():
     with FusionDefinition() as fd:
         x = fd.define_tensor([4, 8], dtype=DataType.Float)
