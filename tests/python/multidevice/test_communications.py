@@ -82,9 +82,8 @@ def test_allgather_of_a_middle_axis(multidevice_test):
     expect_communication(fd, "Allgather", range(d), "axis=1")
 
 
-def test_reduce_scatter_of_a_sum(multidevice_test):
+def reduce_scatter_of_a_sum(d: int):
     """A sum over the sharded axis 0, its output sharded on its axis 0."""
-    d, r = multidevice_test.size, multidevice_test.rank
     with FusionDefinition() as fd:
         x = fd.define_tensor([2 * d, 3 * d])
         y = fd.ops.sum(x, [0])
@@ -94,6 +93,12 @@ def test_reduce_scatter_of_a_sum(multidevice_test):
         y.set_device_mesh(mesh)
         shard(x, 0, d)
         shard(y, 1, d)  # y's loop domain keeps the reduced axis 0
+    return fd, x
+
+
+def test_reduce_scatter_of_a_sum(multidevice_test):
+    d, r = multidevice_test.size, multidevice_test.rank
+    fd, _ = reduce_scatter_of_a_sum(d)
     full = global_tensor([2 * d, 3 * d], seed=4)
     (out,) = execute(multidevice_test, fd, [full])
     assert torch.equal(out, part(full.sum(0), 0, d, r))
@@ -104,15 +109,7 @@ def test_the_profiler_counts_one_communication_per_collective(multidevice_test):
     """PythonProfiler marks the statement posting the collective as
     "communication", not its Wait (nvfuser_direct scripts count them)."""
     d = multidevice_test.size
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([2 * d, 3 * d])
-        y = fd.ops.sum(x, [0])
-        fd.add_output(y)
-        mesh = mesh_of(range(d))
-        x.set_device_mesh(mesh)
-        y.set_device_mesh(mesh)
-        shard(x, 0, d)
-        shard(y, 1, d)
+    fd, x = reduce_scatter_of_a_sum(d)
     inputs = [multidevice_test.shard(global_tensor([2 * d, 3 * d], seed=4), x)]
     fd.execute(inputs)
     with PythonProfiler() as prof:
