@@ -27,10 +27,31 @@ TensorView::TensorView(
     contiguity_.assign(ids.size(), true);
   }
   MDF_CHECK_EQ(contiguity_.size(), ids.size());
+  // Static extents whose product no int64 holds would wrap in every
+  // element count after this.
+  int64_t count = 1;
+  bool empty = false;
+  bool overflows = false;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i]->isBroadcast()) {
       contiguity_[i] = std::nullopt;
     }
+    const Scalar* extent = ids[i]->extent();
+    if (extent->isConst()) {
+      empty = empty || extent->value() == 0;
+      overflows =
+          overflows || __builtin_mul_overflow(count, extent->value(), &count);
+    }
+  }
+  if (!empty && overflows) {
+    std::string extents;
+    for (const IterDomain* id : ids) {
+      extents += (extents.empty() ? "" : ", ") + id->extent()->toString();
+    }
+    MDF_USER_ERROR(
+        "a tensor of extents [",
+        extents,
+        "] would hold more than 2^63 - 1 elements");
   }
 }
 

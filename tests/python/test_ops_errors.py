@@ -232,3 +232,14 @@ def test_python_ints_beyond_64_bits():
         fd.ops.sum(a, [-(2**64)])
     with pytest.raises(ValueError, match=r"reshape: extent \d+ does not fit in 64 bits"):
         fd.ops.reshape(a, [2**70])
+
+
+def test_static_shapes_of_more_elements_than_an_int64_counts_are_refused():
+    with pytest.raises(
+        ValueError, match=r"a tensor of extents \[4611686018427387904, 4\] would hold more than"
+    ):
+        define([2**62, 4])
+    fd, a = define([-1, 4])
+    with pytest.raises(ValueError, match=r"would hold more than 2\^63 - 1 elements"):
+        fd.ops.broadcast_in_dim(a, [2**62, 8, 4], [1, 2])
+    define([0, 2**62, 4])  # empty: no element to count

@@ -65,7 +65,9 @@ std::string shapeString(const std::vector<Scalar*>& shape) {
 int64_t staticCount(const std::vector<Scalar*>& extents) {
   int64_t count = 1;
   for (const Scalar* e : extents) {
-    count *= e->value();
+    MDF_USER_CHECK(
+        !__builtin_mul_overflow(count, e->value(), &count),
+        "reshape: a shape of more than 2^63 - 1 elements");
   }
   return count;
 }
