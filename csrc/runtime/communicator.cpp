@@ -495,6 +495,55 @@ CommunicationError Communicator::lostStore(
       /*timed_out=*/false);
 }
 
+void Communicator::reportFailedRun(const std::string& error) {
+  if (size() == 1 || !state_->store || state_->shut_down) {
+    return;
+  }
+  try {
+    state_->store->set(
+        "failed_run/" + std::to_string(rank()),
+        std::vector<uint8_t>(error.begin(), error.end()));
+    failure_reported_ = true;
+  } catch (const std::exception&) {
+    // The store is gone: the peers learn of this rank by its absence.
+  }
+}
+
+void Communicator::clearFailedRun() {
+  if (!failure_reported_ || !state_->store || state_->shut_down) {
+    return;
+  }
+  failure_reported_ = false;
+  try {
+    state_->store->deleteKey("failed_run/" + std::to_string(rank()));
+  } catch (const std::exception&) {
+  }
+}
+
+std::string Communicator::failedRunsOf(const std::vector<int64_t>& ranks) {
+  std::string reports;
+  if (!state_->store || state_->shut_down) {
+    return reports;
+  }
+  try {
+    for (int64_t r : ranks) {
+      const std::string key = "failed_run/" + std::to_string(r);
+      if (r == rank() || !state_->store->check({key})) {
+        continue;
+      }
+      const std::vector<uint8_t> bytes = state_->store->get(key);
+      reports += detail::concat(
+          "; rank ",
+          r,
+          " reported a failed run: ",
+          std::string(bytes.begin(), bytes.end()));
+    }
+  } catch (const std::exception&) {
+    // The store is gone: nothing more to say.
+  }
+  return reports;
+}
+
 CommunicationError Communicator::peersAbsent(
     const std::string& operation, const std::string& absent) {
   peer_failed_ = true;
@@ -693,7 +742,7 @@ std::vector<std::string> Communicator::exchange(
   if (!missing.empty()) {
     throw peersAbsent(
         detail::concat(operation, " with team ", hir::teamString(team)),
-        ranksString(missing) + " did not take part");
+        ranksString(missing) + " did not take part" + failedRunsOf(missing));
   }
   std::vector<std::string> values;
   try {

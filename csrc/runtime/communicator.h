@@ -152,6 +152,17 @@ class Communicator {
       const std::string& operation,
       bool post_only = false);
 
+  // Posts `error`, the last run this rank failed, where its peers look
+  // when they time out waiting for it. Only once this rank has joined (the
+  // store exists); never throws.
+  void reportFailedRun(const std::string& error);
+  // After a run that succeeded: withdraws this rank's report, if any, so
+  // that later errors do not quote it.
+  void clearFailedRun();
+  // "; rank 1 reported a failed run: <error>" for each of `ranks` that
+  // posted one, without waiting; empty when none did or the store is gone.
+  std::string failedRunsOf(const std::vector<int64_t>& ranks);
+
   // A wait on a peer failed (a collective, the store): a peer may be gone.
   // shutdown then aborts at once instead of waiting for every rank.
   void notePeerFailure() {
@@ -180,6 +191,7 @@ class Communicator {
   CommunicatorOptions options_;
   std::unique_ptr<State> state_;
   bool peer_failed_ = false;
+  bool failure_reported_ = false;
 };
 
 } // namespace mdfuser

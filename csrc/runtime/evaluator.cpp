@@ -354,6 +354,7 @@ class Interpreter {
                                 std::chrono::steady_clock::now() - start)
                                 .count();
       communicator_->notePeerFailure();
+      const std::string reports = communicator_->failedRunsOf(comm->team());
       const auto timeout = communicator_->options().timeout;
       const bool timed_out =
           waited * 1000.0 >= 0.9 * static_cast<double>(timeout.count());
@@ -371,7 +372,8 @@ class Interpreter {
               hir::teamString(comm->team()),
               timed_out ? " (timed out)" : "",
               ": ",
-              e.what()),
+              e.what(),
+              reports),
           timed_out);
     }
   }

@@ -177,7 +177,18 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     const DumpOptions& dump,
     const ExecuteOptions& options) {
   try {
-    return runOrThrow(inputs, communicator, dump, options);
+    std::vector<at::Tensor> outputs =
+        runOrThrow(inputs, communicator, dump, options);
+    communicator.clearFailedRun();
+    return outputs;
+  } catch (const CommunicationError&) {
+    // A peer's failure or absence, which that peer reports.
+    noteFailedRun();
+    throw;
+  } catch (const std::exception& e) {
+    noteFailedRun();
+    communicator.reportFailedRun(e.what());
+    throw;
   } catch (...) {
     noteFailedRun();
     throw;

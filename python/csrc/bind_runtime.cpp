@@ -161,8 +161,9 @@ void bindRuntime(py::module_& m) {
             ExecuteOptions options;
             try {
               options = ExecuteOptions::parse(enable, disable);
-            } catch (...) {
+            } catch (const std::exception& e) {
               cache.noteFailedRun();
+              communicatorInstance().reportFailedRun(e.what());
               throw;
             }
             options.backend = backend;
@@ -180,9 +181,14 @@ void bindRuntime(py::module_& m) {
           "num_agreements", &FusionExecutorCache::numAgreements)
       .def(
           "note_failed_run",
-          &FusionExecutorCache::noteFailedRun,
-          "The next run compares with the other ranks first (a run failed "
-          "on this rank before reaching the cache).")
+          [](FusionExecutorCache& cache, const std::string& error) {
+            cache.noteFailedRun();
+            communicatorInstance().reportFailedRun(error);
+          },
+          py::arg("error"),
+          "A run failed on this rank before reaching the cache with `error`: "
+          "the next run compares with the other ranks first, and peers that "
+          "time out waiting for this rank quote `error`.")
       .def(
           "compiled_outputs",
           [](const FusionExecutorCache& cache) {

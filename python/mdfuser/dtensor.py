@@ -316,12 +316,12 @@ class FusionDefinitionWrapper:
         """
         try:
             return self._call(inputs, output_placements)
-        except Exception:
+        except Exception as e:
             # Perhaps on this rank only: each program compares with the other
             # ranks before its next run.
             for compiled in self._compiled.values():
                 if compiled.fd._cache is not None:
-                    compiled.fd._cache.note_failed_run()
+                    compiled.fd._cache.note_failed_run(f"{type(e).__name__}: {e}")
             raise
 
     def _call(self, inputs, output_placements) -> list[DTensor]:

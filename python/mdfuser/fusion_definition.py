@@ -329,10 +329,10 @@ class FusionDefinition:
             self._check_execute_arguments(
                 inputs, device, auto_schedule, backend, _enable_options, _disable_options
             )
-        except Exception:
+        except Exception as e:
             if self._cache is not None:
                 # Perhaps on this rank only: the next run compares first.
-                self._cache.note_failed_run()
+                self._cache.note_failed_run(f"{type(e).__name__}: {e}")
             raise
         if self._cache is None:
             self._cache = _C._FusionExecutorCache(self._fusion)

@@ -9,11 +9,13 @@ import socket
 import threading
 import time
 
+import pytest
 from helpers import ALLGATHER_FUSION, finish_world, free_port, run_world, start_world
 
 # An allgather on every rank of the job. Each rank runs the steps of
 # STEPS[rank]: "run" executes it, "new" executes it with a new input
-# signature, "bad" passes a Double input (a TypeError on this rank, caught),
+# signature, "bad" passes a Double input and "none" passes None (a TypeError
+# on this rank, caught, from mdfuser's C++ and Python checks),
 # "die" exits at once (no shutdown), "sleep" waits a second. Each step's
 # values differ, so that ranks out of step see wrong values.
 SCRIPT = (
@@ -34,9 +36,9 @@ for index, step in enumerate(steps):
         continue
     rows = 3 if step == "new" else 2
     full = torch.arange(rows * 4.0 * len(mesh)).reshape(-1, 4) + 100 * index
-    if step == "bad":
+    if step in ("bad", "none"):
         try:
-            fd.execute([shard_tensor(full, x).double()])
+            fd.execute([shard_tensor(full, x).double() if step == "bad" else None])
         except TypeError:
             print("TypeError (caught)", flush=True)
         continue
@@ -149,7 +151,8 @@ def test_ranks_that_switch_to_different_signatures_they_ran_before_end_bounded()
     assert "rank 1 failed waiting" in one.stdout and "for Allgather" in one.stdout
 
 
-def test_a_rank_that_failed_alone_compares_before_its_next_run():
+@pytest.mark.parametrize("failure", ["bad", "none"])
+def test_a_rank_that_failed_alone_compares_before_its_next_run(failure):
     """Rank 1's second run fails on rank 1 alone (a Double input; rank 0's
     inputs are as before, so rank 0 goes to its allgather). Rank 1 catches
     it and runs again: that run compares with rank 0 first, instead of
@@ -157,7 +160,7 @@ def test_a_rank_that_failed_alone_compares_before_its_next_run():
     the other step's values). Both end within the timeout, with errors."""
     start = time.monotonic()
     results = run_world(
-        SCRIPT.format(steps=[["run", "run", "run"], ["run", "bad", "run"]]),
+        SCRIPT.format(steps=[["run", "run", "run"], ["run", failure, "run"]]),
         2,
         {"MDFUSER_TIMEOUT_S": "5"},
     )
@@ -166,6 +169,12 @@ def test_a_rank_that_failed_alone_compares_before_its_next_run():
     assert zero.stdout.splitlines()[0] == "ok", zero.stdout
     assert zero.stdout.count("ok") == 1 and "AssertionError" not in zero.stdout, zero.stdout
     assert "TimeoutError: rank 0 failed waiting" in zero.stdout, zero.stdout
+    # Rank 0's error quotes what happened on rank 1.
+    quoted = {
+        "bad": "rank 1 reported a failed run: input 0 (T0) has dtype Double",
+        "none": "rank 1 reported a failed run: TypeError: execute: input 0 must be a torch.Tensor",
+    }
+    assert quoted[failure] in zero.stdout, zero.stdout
     assert one.stdout.splitlines()[:2] == ["ok", "TypeError (caught)"], one.stdout
     # Rank 1 waits in the check until its timeout, or until rank 0, whose
     # collective timed out first, exits with the store it serves.
