@@ -147,47 +147,39 @@ void propagateFromUses(
   }
 }
 
-// A tensor without a mesh after the forward pass descends from creations
-// only (full, iota, ...: operations without tensor operands). It takes the
-// mesh of the first of its uses whose output has one, in reverse order so
-// that a chain of such tensors takes the mesh where it is used; it stays
+// A tensor without a mesh after the forward pass is a fusion input the user
+// left without one, or descends from such inputs and creations only (full,
+// iota, ...: operations without tensor operands). It takes the mesh of the
+// first of its uses whose output has one, in reverse order so that a chain
+// of such tensors takes the mesh where it is used, inputs last; it stays
 // replicated there until propagateFromUses shards it.
-void placeCreationsWhereUsed(Fusion* fusion) {
+void placeWhereUsed(Fusion* fusion) {
+  auto place = [](TensorView* tv) {
+    if (tv->hasDeviceMesh()) {
+      return;
+    }
+    for (Expr* use : tv->uses()) {
+      auto* op = dynamic_cast<TensorOp*>(use);
+      if (op != nullptr && op->out()->hasDeviceMesh()) {
+        tv->setDeviceMesh(*op->out()->deviceMesh());
+        return;
+      }
+    }
+  };
   const std::vector<TensorOp*> exprs = fusion->exprs();
   for (auto it = exprs.rbegin(); it != exprs.rend(); ++it) {
     for (TensorView* tv : (*it)->outs()) {
-      if (tv->hasDeviceMesh()) {
-        continue;
-      }
-      for (Expr* use : tv->uses()) {
-        auto* op = dynamic_cast<TensorOp*>(use);
-        if (op != nullptr && op->out()->hasDeviceMesh()) {
-          tv->setDeviceMesh(*op->out()->deviceMesh());
-          break;
-        }
-      }
+      place(tv);
     }
+  }
+  for (TensorView* tv : fusion->inputs()) {
+    place(tv);
   }
 }
 
 } // namespace
 
 void propagateShardings(Fusion* fusion) {
-  // Inputs without a mesh are replicated on the one mesh of the others.
-  const TensorView* placed = nullptr;
-  for (const TensorView* tv : fusion->allTensors()) {
-    if (tv->hasDeviceMesh()) {
-      placed = tv;
-      break;
-    }
-  }
-  if (placed != nullptr) {
-    for (TensorView* tv : fusion->inputs()) {
-      if (!tv->hasDeviceMesh()) {
-        tv->setDeviceMesh(*placed->deviceMesh());
-      }
-    }
-  }
   std::unordered_set<const TensorView*> user_placed;
   for (TensorView* tv : fusion->allTensors()) {
     if (tv->hasDeviceMesh()) {
@@ -212,7 +204,7 @@ void propagateShardings(Fusion* fusion) {
       applyStream(op, consumer);
     }
   }
-  placeCreationsWhereUsed(fusion);
+  placeWhereUsed(fusion);
   propagateFromUses(fusion, user_placed);
 }
 

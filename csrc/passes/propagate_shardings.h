@@ -9,10 +9,6 @@ namespace mdfuser {
 // consumers, in topological order, so that only fusion inputs need
 // annotations.
 //
-// A fusion input without a mesh, in a fusion whose tensors are on one mesh,
-// is replicated on that mesh (validateSchedule refuses one beside several
-// meshes).
-//
 // A consumer without a mesh takes the mesh of its first producer (in the
 // operation's shardingPriority()) that has one, and the device shardings
 // its producers claim (see multidevice/output_sharding.h): a claimed axis
@@ -26,6 +22,11 @@ namespace mdfuser {
 //
 // A creation's output (full, iota, uniform, normal: no producers) that
 // the user did not place takes the mesh of the tensors using it, replicated.
+//
+// A tensor still without a mesh then (a fusion input the user left without
+// one, or what only such inputs and creations produce) takes the mesh of
+// the first of its uses that has one, replicated: validateSchedule has made
+// sure the fusion's tensors are on one mesh when an input has none.
 //
 // Then, in reverse, a tensor the user did not annotate and that is not an
 // output takes the sharding every one of its uses gives its output along
