@@ -28,13 +28,9 @@ struct FusionExecutorCache::Program {
 namespace {
 
 // The options and, per input, its dtype, device type and sizes: what the
-// ranks of a mesh must agree on. With `per_rank`, also what may differ
-// between ranks and still changes the compiled program (the device index,
-// the strides): the key of a program in this rank's cache.
-std::vector<int64_t> signatureOf(
-    const std::vector<at::Tensor>& inputs,
-    const ExecuteOptions& options,
-    bool per_rank) {
+// ranks of a mesh must agree on.
+std::vector<int64_t> agreementSignatureOf(
+    const std::vector<at::Tensor>& inputs, const ExecuteOptions& options) {
   std::vector<int64_t> key;
   for (const ExecuteOptions::Value& option : options.values()) {
     key.push_back(option.number);
@@ -50,7 +46,19 @@ std::vector<int64_t> signatureOf(
     key.push_back(static_cast<int64_t>(t.device().type()));
     key.push_back(t.dim());
     key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-    if (per_rank) {
+  }
+  return key;
+}
+
+// `agreement` followed by what may differ between ranks and still changes
+// the compiled program (each input's device index and strides): the key of
+// a program in this rank's cache.
+std::vector<int64_t> programKeyOf(
+    const std::vector<int64_t>& agreement,
+    const std::vector<at::Tensor>& inputs) {
+  std::vector<int64_t> key = agreement;
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && !t.is_nested() && t.layout() == c10::kStrided) {
       key.push_back(t.device().index());
       key.insert(key.end(), t.strides().begin(), t.strides().end());
     }
@@ -205,19 +213,19 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   c10::AutoGradMode no_autograd(false);
   const uint64_t rng_base = definition_hash_ ^ (static_cast<uint64_t>(runs_++) *
                                                 0x9e3779b97f4a7c15ULL);
-  std::vector<int64_t> key = signatureOf(inputs, options, /*per_rank=*/true);
-  std::vector<int64_t> agreement =
-      signatureOf(inputs, options, /*per_rank=*/false);
+  std::vector<int64_t> agreement = agreementSignatureOf(inputs, options);
+  std::vector<int64_t> key = programKeyOf(agreement, inputs);
   auto it = programs_.find(key);
-  if (it != programs_.end() && agreement == agreed_) {
+  Program* program = it == programs_.end() ? nullptr : it->second.get();
+  if (program != nullptr && agreement == agreed_) {
     // What the ranks agreed on last: straight to the program.
-    Program& program = *it->second;
-    last_ = &program;
+    last_ = program;
     ScalarEvaluator extents =
-        bindInputs(program.hic->fusion(), inputs, communicator);
-    return program.evaluator->run(inputs, extents, rng_base);
+        bindInputs(program->hic->fusion(), inputs, communicator);
+    return program->evaluator->run(inputs, extents, rng_base);
   }
   return runChecked(
+      program,
       std::move(key),
       std::move(agreement),
       inputs,
@@ -228,6 +236,7 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
 }
 
 std::vector<at::Tensor> FusionExecutorCache::runChecked(
+    Program* program,
     std::vector<int64_t> key,
     std::vector<int64_t> agreement,
     const std::vector<at::Tensor>& inputs,
@@ -243,8 +252,6 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     // completes and they learn of the failure in the agreement check.
     communicator.join();
   }
-  auto it = programs_.find(key);
-  Program* program = it == programs_.end() ? nullptr : it->second.get();
   std::unique_ptr<Program> compiled;
   ScalarEvaluator extents;
   try {

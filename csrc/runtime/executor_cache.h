@@ -76,7 +76,9 @@ class FusionExecutorCache {
   // program is not compiled yet): local checks and compilation, then, when
   // the inputs' agreement signature differs from the last one agreed on,
   // the agreement check with the other ranks, before anything runs.
+  // `program` is the compiled program of `key`, or null.
   std::vector<at::Tensor> runChecked(
+      Program* program,
       std::vector<int64_t> key,
       std::vector<int64_t> agreement,
       const std::vector<at::Tensor>& inputs,
