@@ -692,19 +692,15 @@ std::vector<std::string> Communicator::exchange(
       " is not in the team ",
       hir::teamString(team));
   State& s = state();
-  const std::string prefix = detail::concat(
-      "exchange",
-      hir::teamString(team),
-      "/",
-      s.exchanges[hir::teamString(team)]++,
-      "/");
+  const std::string team_name = hir::teamString(team);
+  const std::string prefix =
+      detail::concat("exchange", team_name, "/", s.exchanges[team_name]++, "/");
   std::vector<std::string> keys;
   for (int64_t r : team) {
     keys.push_back(prefix + std::to_string(r));
   }
   auto lost_store = [&](const std::exception& e) {
-    return lostStore(
-        detail::concat(operation, " with team ", hir::teamString(team)), e);
+    return lostStore(detail::concat(operation, " with team ", team_name), e);
   };
   try {
     s.store->set(
@@ -741,7 +737,7 @@ std::vector<std::string> Communicator::exchange(
   }
   if (!missing.empty()) {
     throw peersAbsent(
-        detail::concat(operation, " with team ", hir::teamString(team)),
+        detail::concat(operation, " with team ", team_name),
         ranksString(missing) + " did not take part" + failedRunsOf(missing));
   }
   std::vector<std::string> values;
