@@ -146,17 +146,20 @@ def _mesh_key(mesh: TorchDeviceMesh) -> tuple:
     return (mesh.device_type, tuple(mesh.mesh.shape), tuple(mesh.mesh.flatten().tolist()))
 
 
-def _input_spec(i: int, dt: Any, mesh: TorchDeviceMesh) -> _InputSpec:
-    """Checks input `i` and describes it; ValueError naming it otherwise."""
+def _input_spec(
+    i: int, dt: Any, mesh: TorchDeviceMesh, caller: str = "FusionDefinitionWrapper"
+) -> _InputSpec:
+    """Checks input `i` and describes it; ValueError naming `caller` and the
+    input otherwise."""
     if not isinstance(dt, DTensor):
         raise ValueError(
-            f"FusionDefinitionWrapper: input {i} is a {type(dt).__name__}, not a DTensor; "
+            f"{caller}: input {i} is a {type(dt).__name__}, not a DTensor; "
             "pass every input as a DTensor (torch.distributed.tensor.distribute_tensor or "
             "DTensor.from_local), replicated ones with placements [Replicate()]"
         )
     if _mesh_key(dt.device_mesh) != _mesh_key(mesh):
         raise ValueError(
-            f"FusionDefinitionWrapper: input {i} is {_describe(dt)} ({dt.device_mesh.device_type}),"
+            f"{caller}: input {i} is {_describe(dt)} ({dt.device_mesh.device_type}),"
             f" but input 0 is on mesh {mesh.mesh.tolist()} ({mesh.device_type}); every input "
             "must be on the same mesh"
         )
@@ -167,13 +170,13 @@ def _input_spec(i: int, dt: Any, mesh: TorchDeviceMesh) -> _InputSpec:
             key = _placement_key(p)
         except _NotSupported:
             raise ValueError(
-                f"FusionDefinitionWrapper: input {i} is {_describe(dt)}; placement {p} is not "
+                f"{caller}: input {i} is {_describe(dt)}; placement {p} is not "
                 f"supported (supported: {_SUPPORTED})"
             ) from None
         if key[0] == "shard":
             if not -ndim <= key[1] < ndim:
                 raise ValueError(
-                    f"FusionDefinitionWrapper: input {i} is {_describe(dt)}; {p} names a "
+                    f"{caller}: input {i} is {_describe(dt)}; {p} names a "
                     f"dimension a tensor of {ndim} dimensions does not have"
                 )
             key = ("shard", key[1] % ndim)
@@ -181,11 +184,13 @@ def _input_spec(i: int, dt: Any, mesh: TorchDeviceMesh) -> _InputSpec:
             key = ("replicate",)  # one contribution is the sum
         keys.append(key)
     spec = _InputSpec(tuple(dt.shape), dt.dtype, tuple(keys))
-    _check_uniform(f"input {i}", spec, mesh, dt.to_local().shape, _describe(dt))
+    _check_uniform(caller, f"input {i}", spec, mesh, dt.to_local().shape, _describe(dt))
     return spec
 
 
-def _check_uniform(what: str, spec: _InputSpec, mesh: TorchDeviceMesh, local_shape, desc) -> None:
+def _check_uniform(
+    caller: str, what: str, spec: _InputSpec, mesh: TorchDeviceMesh, local_shape, desc
+) -> None:
     """Non-uniform (jagged) shards are refused: each sharded dimension must
     divide evenly, and the local shard must be that even part."""
     sizes = list(mesh.mesh.shape)
@@ -196,7 +201,7 @@ def _check_uniform(what: str, spec: _InputSpec, mesh: TorchDeviceMesh, local_sha
         extent = spec.shape[dim]
         if extent % parts != 0:
             raise ValueError(
-                f"FusionDefinitionWrapper: {what} is {desc}; dimension {dim} of extent "
+                f"{caller}: {what} is {desc}; dimension {dim} of extent "
                 f"{extent} does not split evenly into {parts} shards. mdfuser supports uniform "
                 "sharding only: pad the dimension to a multiple of the devices sharding it"
             )
@@ -208,7 +213,7 @@ def _check_uniform(what: str, spec: _InputSpec, mesh: TorchDeviceMesh, local_sha
             expected[dim] //= sizes[m]
     if list(local_shape) != expected:
         raise ValueError(
-            f"FusionDefinitionWrapper: {what} is {desc}, but its local shard has shape "
+            f"{caller}: {what} is {desc}, but its local shard has shape "
             f"{tuple(local_shape)}; uniform sharding gives every device a shard of shape "
             f"{tuple(expected)}. mdfuser supports uniform sharding only"
         )
@@ -549,27 +554,14 @@ def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) 
         raise ValueError(
             f"{what}: the fusion has {len(tvs)} inputs, got {len(in_dtensors)} DTensors"
         )
-    for i, dt in enumerate(in_dtensors):
-        if not isinstance(dt, DTensor):
-            raise ValueError(
-                f"{what}: input {i} is a {type(dt).__name__}, not a DTensor; pass fd.execute "
-                "plain local tensors instead"
-            )
-    mesh = in_dtensors[0].device_mesh
+    if not in_dtensors:
+        raise ValueError(f"{what}: expected at least one DTensor input")
+    first = in_dtensors[0]
+    mesh = first.device_mesh if isinstance(first, DTensor) else None
     for i, (dt, tv) in enumerate(zip(in_dtensors, tvs)):
-        if _mesh_key(dt.device_mesh) != _mesh_key(mesh):
-            raise ValueError(
-                f"{what}: input {i} is {_describe(dt)}, but input 0 is on mesh "
-                f"{mesh.mesh.tolist()}; every input must be on the same mesh"
-            )
+        spec = _input_spec(i, dt, mesh, what)
         want = _placements(what, f"input {i}", tv, mesh)
-        try:
-            have = [_placement_key(p) for p in dt.placements]
-            have = [("shard", k[1] % dt.dim()) if k[0] == "shard" else k for k in have]
-            same = have == [_placement_key(p) for p in want]
-        except _NotSupported:
-            same = False
-        if not same:
+        if list(spec.placements) != [_placement_key(p) for p in want]:
             raise ValueError(
                 f"{what}: input {i} is {_describe(dt)}, but the fusion shards {tv!r} as "
                 f"{tuple(want)}; redistribute it, or let FusionDefinitionWrapper derive the "
