@@ -88,6 +88,10 @@ class PendingCollective {
   bool empty() const {
     return works_.empty() && !epilogue_;
   }
+  // The backend's handles of what was posted.
+  const std::vector<c10::intrusive_ptr<c10d::Work>>& works() const {
+    return works_;
+  }
 
  private:
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;

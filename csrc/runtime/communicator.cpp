@@ -610,7 +610,14 @@ c10d::Backend& Communicator::backend(
 #ifdef USE_C10D_NCCL
         auto nccl_options = c10d::ProcessGroupNCCL::Options::create(
             options_.nccl_high_priority);
-        nccl_options->timeout = options_.timeout;
+        // mdfuser's watchdog reports a collective that does not finish
+        // within the timeout, naming the rank, the operation and the team
+        // (runtime/watchdog.h); c10d's, whose message names neither, waits
+        // longer.
+        nccl_options->timeout = options_.timeout + std::chrono::seconds(10);
+        nccl_options->group_name = key;
+        nccl_options->group_desc =
+            detail::concat("mdfuser team ", hir::teamString(team));
         backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
             store, team_rank, team_size, nccl_options);
 #else

@@ -2,18 +2,12 @@
 #include "runtime/cuda_backend.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <list>
-#include <mutex>
-#include <thread>
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ir/errors.h"
 #include "runtime/communicator.h"
+#include "runtime/watchdog.h"
 
 #ifdef MDFUSER_HAS_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -94,97 +88,6 @@ Event recordEvent(cudaStream_t stream) {
   MDF_CUDA_CHECK(cudaEventRecord(event, stream));
   return owned;
 }
-
-// Watches posted permutes; one that does not finish within its timeout is
-// reported and ends the process: its stream waits on a counter nothing
-// will write, and nothing can unblock it.
-class Watchdog {
- public:
-  struct Entry {
-    Event ready; // the next member's buffer was free
-    Event done;  // the previous member's data arrived
-    std::chrono::steady_clock::time_point deadline;
-    std::chrono::milliseconds timeout;
-    int device = 0;
-    // "rank 0 waited ... for rank 1 to ...": before `ready`, after it.
-    std::string waiting_for_ready;
-    std::string waiting_for_data;
-  };
-
-  static Watchdog& instance() {
-    static Watchdog watchdog;
-    return watchdog;
-  }
-
-  void watch(Entry entry) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!thread_.joinable()) {
-      thread_ = std::thread([this] { loop(); });
-    }
-    entries_.push_back(std::move(entry));
-    wake_.notify_one();
-  }
-
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-      wake_.notify_one();
-    }
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-  }
-
- private:
-  void loop() {
-    int device = -1;
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      if (entries_.empty()) {
-        wake_.wait(lock, [this] { return stop_ || !entries_.empty(); });
-        continue;
-      }
-      const auto now = std::chrono::steady_clock::now();
-      for (auto it = entries_.begin(); it != entries_.end();) {
-        if (it->device != device) {
-          device = it->device;
-          cudaSetDevice(device);
-        }
-        const cudaError_t done = cudaEventQuery(it->done.get());
-        if (done != cudaErrorNotReady) {
-          // Finished, or the device failed, which its user sees.
-          (void)cudaGetLastError();
-          it = entries_.erase(it);
-          continue;
-        }
-        if (now > it->deadline) {
-          const bool ready = cudaEventQuery(it->ready.get()) == cudaSuccess;
-          (void)cudaGetLastError();
-          std::fprintf(
-              stderr,
-              "[mdfuser] %s (more than %lld s); the stream cannot go on, "
-              "ending the process\n",
-              (ready ? it->waiting_for_data : it->waiting_for_ready).c_str(),
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::seconds>(it->timeout)
-                      .count()));
-          std::fflush(stderr);
-          std::abort();
-        }
-        ++it;
-      }
-      wake_.wait_for(
-          lock, std::chrono::milliseconds(20), [this] { return stop_; });
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::list<Entry> entries_;
-  std::thread thread_;
-  bool stop_ = false;
-};
 
 } // namespace
 
@@ -310,22 +213,30 @@ PendingCollective CudaBackend::permute(
   const int64_t rank = communicator_.rank();
   const std::string where = detail::concat(
       "rank ", rank, " in ", what, " with team ", hir::teamString(members));
-  Watchdog::Entry entry;
-  entry.ready = ready;
-  entry.done = done;
-  entry.timeout = communicator_.options().timeout;
-  entry.deadline = std::chrono::steady_clock::now() + entry.timeout;
-  entry.device = device_.index();
-  entry.waiting_for_ready = detail::concat(
+  const std::string waiting_for_ready = detail::concat(
       where,
       " on the CUDA backend: waited for rank ",
       members[next],
       " to reach the same permute and free its receive buffer");
-  entry.waiting_for_data = detail::concat(
+  const std::string waiting_for_data = detail::concat(
       where,
       " on the CUDA backend: waited for rank ",
       members[previous],
       "'s data");
+  Watchdog::Entry entry;
+  entry.finished = [done] {
+    // Finished, or the device failed, which its user sees.
+    const bool pending = cudaEventQuery(done.get()) == cudaErrorNotReady;
+    (void)cudaGetLastError();
+    return !pending;
+  };
+  entry.describe = [ready, waiting_for_ready, waiting_for_data] {
+    const bool was_ready = cudaEventQuery(ready.get()) == cudaSuccess;
+    (void)cudaGetLastError();
+    return was_ready ? waiting_for_data : waiting_for_ready;
+  };
+  entry.timeout = communicator_.options().timeout;
+  entry.device = device_.index();
   Watchdog::instance().watch(std::move(entry));
 
   const c10::DeviceIndex index = device_.index();

@@ -21,6 +21,7 @@
 #include "runtime/cuda_backend.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_types.h"
+#include "runtime/watchdog.h"
 
 namespace mdfuser {
 
@@ -332,7 +333,45 @@ class Interpreter {
       return;
     }
     c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());
-    state_.pending.insert_or_assign(comm, postCollective(backend, request));
+    PendingCollective pending = postCollective(backend, request);
+    if (comm->backend() == hir::CommunicatorBackend::kNccl) {
+      watch(comm, pending);
+    }
+    state_.pending.insert_or_assign(comm, std::move(pending));
+  }
+
+  // An NCCL collective that a rank of its team never reaches blocks the
+  // stream that waits for it; the watchdog names it and ends the process
+  // after the communicator's timeout (c10d's own watchdog, which names
+  // neither the operation nor mdfuser's team, waits longer).
+  void watch(const hir::Communication* comm, const PendingCollective& pending) {
+    Watchdog::Entry entry;
+    entry.finished = [works = pending.works()] {
+      for (const c10::intrusive_ptr<c10d::Work>& work : works) {
+        try {
+          if (!work->isCompleted()) {
+            return false;
+          }
+        } catch (const std::exception&) {
+          // Failed: the rank waiting on it sees the failure.
+        }
+      }
+      return true;
+    };
+    entry.describe = [what = detail::concat(
+                          "rank ",
+                          communicator_->rank(),
+                          " in ",
+                          communicationTypeName(comm->type()),
+                          " (Communication ",
+                          comm->name(),
+                          ") with team ",
+                          hir::teamString(comm->team()),
+                          " on NCCL: not finished; a rank of the team did not "
+                          "reach it, or ended")] { return what; };
+    entry.timeout = communicator_->options().timeout;
+    entry.device = device_.is_cuda() ? device_.index() : -1;
+    Watchdog::instance().watch(std::move(entry));
   }
 
   void runWait(const hir::Wait* wait) {

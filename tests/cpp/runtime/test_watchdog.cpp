@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/watchdog.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace mdfuser {
+namespace {
+
+using std::chrono::milliseconds;
+
+Watchdog::Entry entry(
+    std::function<bool()> finished, milliseconds timeout, std::string what) {
+  Watchdog::Entry e;
+  e.finished = std::move(finished);
+  e.describe = [what = std::move(what)] { return what; };
+  e.timeout = timeout;
+  return e;
+}
+
+TEST(Watchdog, WorkThatFinishesInTimeIsForgotten) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  Watchdog::instance().watch(entry(
+      [done, asked] {
+        ++*asked;
+        return done->load();
+      },
+      milliseconds(2000),
+      "never reported"));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_GT(asked->load(), 0) << "the watchdog polls what it watches";
+  done->store(true);
+  std::this_thread::sleep_for(milliseconds(100));
+  const int after_finishing = asked->load();
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(asked->load(), after_finishing)
+      << "finished work is no longer polled";
+}
+
+TEST(WatchdogDeathTest, WorkPastItsTimeoutIsReportedAndEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Watchdog::instance().watch(entry(
+            [] { return false; },
+            milliseconds(50),
+            "rank 0 in Allreduce (Communication 3) with team (0 1)"));
+        std::this_thread::sleep_for(milliseconds(5000));
+      },
+      "\\[mdfuser\\] rank 0 in Allreduce \\(Communication 3\\) with team \\(0 "
+      "1\\) "
+      "\\(more than 0 s\\); the stream cannot go on, ending the process");
+}
+
+} // namespace
+} // namespace mdfuser
