@@ -19,7 +19,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
-from mdfuser import DataType
+from mdfuser import CommunicatorBackend, DataType
 
 DTYPES = {
     "bfloat16": (torch.bfloat16, DataType.BFloat16),
@@ -37,6 +37,9 @@ class Timer:
     def __init__(self, device: torch.device, warmup: int, iters: int) -> None:
         self.cuda = device.type == "cuda"
         self.device, self.warmup, self.iters = device, warmup, iters
+        # interleaved()'s host ms per call of each fn: on CUDA, the time
+        # the calling thread spends launching (the GPU time is the events').
+        self.host_ms: list[list[float]] = []
 
     def sync(self) -> None:
         """Waits for this rank's GPU, then for all ranks, so variants start together."""
@@ -88,18 +91,37 @@ class Timer:
                     fns[j]()
                     times[j].append((time.perf_counter() - start) * 1e3)
             self.sync()
+            self.host_ms = times
             return times
         events = [[] for _ in fns]
+        self.host_ms = [[] for _ in fns]
         for i in range(self.iters):
             for k in range(n):
                 j = (i + k) % n
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 start.record()
+                host = time.perf_counter()
                 fns[j]()
+                self.host_ms[j].append((time.perf_counter() - host) * 1e3)
                 end.record()
                 events[j].append((start, end))
         self.sync()
         return [[start.elapsed_time(end) for start, end in pairs] for pairs in events]
+
+
+def backend_variants(cuda: bool, d: int) -> dict[str, dict]:
+    """execute's keyword arguments of the mdfuser variants timed beside the
+    default (`mdfuser`: the collectives on NCCL, or Gloo on the CPU):
+    `mdfuser_ring` the rings on NCCL (or Gloo), `mdfuser_cuda` the CUDA
+    backend's rings on copy engines. None at d = 1, where a team of one has
+    neither collectives nor rings."""
+    if d == 1:
+        return {}
+    collective = {"backend": CommunicatorBackend.nccl} if cuda else {}
+    variants = {"mdfuser_ring": {"_enable_options": ["ring_decomposition"], **collective}}
+    if cuda:
+        variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
+    return variants
 
 
 def init_distributed(device_type: str, high_priority: bool = False) -> torch.device:
@@ -198,3 +220,31 @@ def print_table(title: str, columns: list[str], widths: list[int], rows: list[li
     for row in [columns, *rows]:
         cells = zip(row[1:], widths[1:])
         print(row[0].ljust(widths[0]) + "".join(" " + c.rjust(w - 1) for c, w in cells))
+
+
+def statements(profile) -> list:
+    """The host-IR statements a PythonProfiler saw run. On CUDA, torch's
+    profiler also reports each range that launched kernels as a GPU
+    annotation of the same name, which mdfuser's PythonProfiler lists as a
+    second statement; only the host ranges count."""
+    return [kp for kp in profile.kernel_profiles if "CUDA" not in kp.device]
+
+
+def print_statements(title: str, profile) -> None:
+    """A PythonProfiler profile summed per kind of host-IR statement; device
+    times are those of the kernels each statement launched (for a
+    collective, they include waiting for the other ranks)."""
+    kinds: dict[str, list[float]] = {}
+    for kp in statements(profile):
+        count_host_device = kinds.setdefault(kp.name, [0, 0.0, 0.0])
+        count_host_device[0] += 1
+        count_host_device[1] += kp.host_time_ms
+        count_host_device[2] += kp.time_ms
+    rows = [
+        [name, str(int(c)), f"{host * 1e3:.1f}", f"{host * 1e3 / c:.2f}", f"{device:.3f}"]
+        for name, (c, host, device) in sorted(kinds.items(), key=lambda kv: -kv[1][2] - kv[1][1])
+    ]
+    columns = ["statement", "count", "host_us", "host_us/each", "device_ms"]
+    print_table(
+        f"{title}: per host-IR statement kind (profiled)", columns, [18, 6, 10, 13, 10], rows
+    )

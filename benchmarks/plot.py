@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""Plots for benchmarks/row_parallel_linear.py results.
+"""Plots for the results of benchmarks/row_parallel_linear.py and
+benchmarks/ring_pairs.py.
 
     python3 benchmarks/plot.py times results/*.json --out times.png
     python3 benchmarks/plot.py timeline trace_rank0.json --out timeline.png
 
-``times`` draws, per world size, the median time against the number of
-stream chunks s for every variant (the single-call variants as horizontal
-lines, with the floor max(GEMM, allreduce)). ``timeline`` draws the CUDA
-kernels of a torch.profiler trace, one lane per CUDA stream, GEMM and NCCL
-kernels in different colours, so that overlap (or its absence) is visible.
+``times`` draws, per benchmark, world size and shape, the median time
+against the number of stream chunks s for every variant (the single-call
+variants as horizontal lines, with the floor max(GEMM, communication)).
+``timeline`` draws the CUDA kernels and copies of a torch.profiler trace,
+one lane per CUDA stream, GEMMs, NCCL kernels and copies in different
+colours, so that overlap (or its absence) is visible.
 """
 
 from __future__ import annotations
@@ -28,23 +30,35 @@ LINE_STYLES = {
     "mdfuser_pipeline": dict(color="tab:brown", marker="v"),
     "torch_streams": dict(color="tab:orange", marker="s"),
     "torch_pipeline": dict(color="tab:olive", marker="D", linestyle="--"),
+    "mdfuser_ring": dict(color="tab:pink", marker="x"),
+    "mdfuser_cuda": dict(color="tab:green", marker="*"),
 }
 FLAT_STYLES = {
     "torch_no_overlap": dict(color="tab:red", linestyle="--"),
     "gemm_only": dict(color="tab:green", linestyle=":"),
     "allreduce_only": dict(color="tab:purple", linestyle=":"),
+    "comm_only": dict(color="tab:purple", linestyle=":"),
+    "torch_fused": dict(color="tab:gray", linestyle="-."),
 }
 
 
 def plot_times(paths: list[str], out: str) -> None:
     records = [r for path in paths for r in json.load(open(path))]
-    by_world = defaultdict(list)
+    panels = defaultdict(list)
     for r in records:
-        by_world[r["world_size"]].append(r)
-    worlds = sorted(by_world)
-    fig, axes = plt.subplots(1, len(worlds), figsize=(6 * len(worlds), 4.5), squeeze=False)
-    for ax, d in zip(axes[0], worlds):
-        rows = by_world[d]
+        key = (r["benchmark"], r["world_size"], r["h"], r["t"], r.get("k"))
+        panels[key].append(r)
+    keys = sorted(panels, key=str)
+    columns = min(3, len(keys))
+    rows_of_panels = -(-len(keys) // columns)
+    fig, axes = plt.subplots(
+        rows_of_panels, columns, figsize=(6 * columns, 4.5 * rows_of_panels), squeeze=False
+    )
+    for ax in axes.flat[len(keys) :]:
+        ax.set_visible(False)
+    for ax, key in zip(axes.flat, keys):
+        rows = panels[key]
+        benchmark, d = key[0], key[1]
         median = {(r["variant"], r["num_chunks"]): r["median_ms"] for r in rows}
         for variant, style in LINE_STYLES.items():
             points = sorted(
@@ -55,18 +69,20 @@ def plot_times(paths: list[str], out: str) -> None:
         for variant, style in FLAT_STYLES.items():
             if (variant, 1) in median:
                 ax.axhline(median[(variant, 1)], label=variant, **style)
-        if ("gemm_only", 1) in median and ("allreduce_only", 1) in median:
-            floor = max(median[("gemm_only", 1)], median[("allreduce_only", 1)])
-            ax.axhline(floor, color="black", linewidth=0.8, label="floor max(GEMM, allreduce)")
+        comm = median.get(("allreduce_only", 1), median.get(("comm_only", 1)))
+        if ("gemm_only", 1) in median and comm is not None:
+            floor = max(median[("gemm_only", 1)], comm)
+            ax.axhline(floor, color="black", linewidth=0.8, label="floor max(GEMM, comm)")
         r0 = rows[0]
-        ax.set_title(f"{r0['device']}, d={d}, h={r0['h']}, t={r0['t']}, {r0['dtype']}")
+        shape = f"h={r0['h']}, t={r0['t']}" + (f", k={r0['k']}" if r0.get("k") else "")
+        ax.set_title(f"{benchmark}, d={d}, {shape}, {r0['dtype']}", fontsize=10)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("stream chunks s")
         ax.set_ylabel("median time (ms)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("row-parallel linear: time against stream chunks")
+    fig.suptitle(f"time against stream chunks on {records[0]['device']}")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
@@ -80,7 +96,7 @@ def kernel_kind(name: str) -> str:
     return "other"
 
 
-KIND_COLORS = {"GEMM": "tab:blue", "NCCL": "tab:red", "other": "tab:gray"}
+KIND_COLORS = {"GEMM": "tab:blue", "NCCL": "tab:red", "copy": "tab:green", "other": "tab:gray"}
 
 
 def plot_timeline(path: str, out: str) -> None:
@@ -99,7 +115,7 @@ def plot_timeline(path: str, out: str) -> None:
     seen = set()
     for e in kernels:
         lane = lanes.index(e["args"].get("stream", e.get("tid")))
-        kind = kernel_kind(e["name"])
+        kind = "copy" if e.get("cat") == "gpu_memcpy" else kernel_kind(e["name"])
         label = None if kind in seen else kind
         seen.add(kind)
         ax.broken_barh(

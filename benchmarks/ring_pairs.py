@@ -32,26 +32,27 @@ from common import (
     DTYPES,
     Timer,
     add_ratios,
+    backend_variants,
     check,
     fmt,
     init_distributed,
     max_rel_err,
+    print_statements,
     print_table,
     run_info,
     write_json,
 )
 
-from mdfuser import CommunicatorBackend, FusionDefinition
+from mdfuser import FusionDefinition, PythonProfiler
 from mdfuser.multidevice import Communicator, shard_tensor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from ring_decomposition import allgather_linear, linear_reduce_scatter  # noqa: E402
 
 BENCHMARKS = ("ag_linear", "linear_rs")
-RING = ["ring_decomposition"]
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
-COLUMNS += ["busbw_GB/s", "x_gemm", "x_no_ovl", "overlap_eff", "floor"]
-WIDTHS = [17, 3, 11, 9, 9, 12, 12, 8, 10, 13, 7]
+COLUMNS += ["busbw_GB/s", "x_gemm", "x_no_ovl", "overlap_eff", "floor", "host_ms"]
+WIDTHS = [17, 3, 11, 9, 9, 12, 12, 8, 10, 13, 7, 8]
 
 
 @dataclass
@@ -82,6 +83,9 @@ class Result:
     overlap_efficiency: float | None = None
     floor_ratio: float | None = None
     max_rel_err: float | None = None
+    # The calling thread's median time per call: launching, on CUDA. A call
+    # whose host time exceeds its GPU time leaves the GPU idle.
+    host_ms: float | None = None
 
 
 @dataclass
@@ -214,16 +218,12 @@ def symmetric_memory_group() -> str:
 def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str]]:
     """execute's keyword arguments by mdfuser variant this run can time,
     and the reasons for those it cannot."""
-    runnable = {"mdfuser": {}}
+    runnable = {"mdfuser": {}} | backend_variants(cuda, d)
     skipped = {}
     if d == 1:
         reason = "d = 1: a team of one has no ring (the same program as mdfuser)"
         skipped["mdfuser_ring"] = skipped["mdfuser_cuda"] = reason
-        return runnable, skipped
-    runnable["mdfuser_ring"] = {"_enable_options": RING}
-    if cuda:
-        runnable["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
-    else:
+    elif not cuda:
         skipped["mdfuser_cuda"] = "the CUDA backend needs CUDA tensors"
     return runnable, skipped
 
@@ -277,7 +277,7 @@ class Bench:
         times = self.timer.interleaved([fn for _, _, fn, _ in variants])
         flops = 2 * pair.m * pair.n * pair.k
         results = []
-        for (variant, s, _, err), measured in zip(variants, times):
+        for (variant, s, _, err), measured, host in zip(variants, times, self.timer.host_ms):
             median = statistics.median(measured)
             has_gemm, has_comm = variant != "comm_only", variant != "gemm_only"
             algbw = pair.comm_bytes / median / 1e6 if has_comm else None
@@ -305,10 +305,31 @@ class Bench:
                     torch_version=self.info["torch_version"],
                     nccl_env=self.info["nccl_env"],
                     max_rel_err=err,
+                    host_ms=statistics.median(host),
                 )
             )
         add_ratios(results, comm="comm_only")
+        if self.args.profile:
+            self.profile(pair)
         return results
+
+    def profile(self, pair: Pair) -> None:
+        """--profile: where one run of each mdfuser variant at the largest s
+        spends its host and device time, per kind of host-IR statement
+        (rank 0)."""
+        s = max(pair.fds)
+        runnable, _ = mdfuser_variants(self.cuda, self.d)
+        for variant, kwargs in runnable.items():
+            fd = pair.fds[s]
+            fd.execute(pair.inputs[s], **kwargs)
+            self.timer.sync()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*Profiler clears events")
+                with PythonProfiler() as prof:
+                    fd.execute(pair.inputs[s], **kwargs)
+                    self.timer.sync()
+            if self.rank == 0:
+                print_statements(f"{pair.name} {variant} s={s}", prof.profile)
 
     def checked(self, pair: Pair) -> list[tuple[str, int, Callable, float | None]]:
         """Every variant that runs here, checked against torch_no_overlap:
@@ -334,7 +355,8 @@ class Bench:
                 run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()
-                if variant != "mdfuser" and not self.has_ring(fd.last_host_ir()):
+                ringed = variant in ("mdfuser_ring", "mdfuser_cuda")
+                if ringed and not self.has_ring(fd.last_host_ir()):
                     self.skip(name, "the program has no ring (CollectivePermute)")
                     continue
                 if expected is None:  # the output's layout is known once it ran
@@ -395,6 +417,7 @@ def print_results(results: list[Result], timing: str, skipped: list[str]) -> Non
             fmt(r.vs_torch_no_overlap, ".3f"),
             fmt(r.overlap_efficiency, ".3f"),
             fmt(r.floor_ratio, ".3f"),
+            fmt(r.host_ms, ".3f"),
         ]
         for r in results
     ]
@@ -419,6 +442,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--iters", type=int, default=30, help="timed iterations")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="print each mdfuser variant's host-IR statements at the largest s (rank 0)",
+    )
     p.add_argument(
         "--device",
         choices=("cuda", "cpu"),

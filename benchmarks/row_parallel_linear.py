@@ -24,6 +24,7 @@ from common import (
     DTYPES,
     Timer,
     add_ratios,
+    backend_variants,
     check,
     fmt,
     init_distributed,
@@ -36,24 +37,18 @@ from common import (
 from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import Communicator, DeviceMesh
 
-# mdfuser without InplaceAllreduce: the partial sums are copied into the
-# output chunk before each allreduce.
+# Variants of the collective schedule (NCCL on GPUs, Gloo on the CPU):
+# without InplaceAllreduce, the partial sums are copied into the output
+# chunk before each allreduce;
 COPY = ["inplace_allreduce"]
-# mdfuser with the GEMMs in order on the caller's stream and each chunk's
-# allreduce on its worker stream.
+# and the GEMMs in order on the caller's stream, each chunk's allreduce on
+# its worker stream.
 PIPELINE = ["compute_on_main_stream"]
-# The reduce-scatter ring then the allgather ring, on NCCL, or on the CUDA
-# backend's copy engines (CUDA tensors, d > 1).
-RING = ["ring_decomposition"]
 
 
-def ring_variants(cuda: bool, d: int) -> dict[str, dict]:
-    """The ring decompositions this run can time: execute's keyword
-    arguments by variant."""
-    variants = {"mdfuser_ring": {"_enable_options": RING}}
-    if cuda and d > 1:
-        variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
-    return variants
+def collective_backend(cuda: bool) -> dict:
+    """execute's keyword arguments that keep the allreduce a collective."""
+    return {"backend": CommunicatorBackend.nccl} if cuda else {}
 
 
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
@@ -228,18 +223,21 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
     dist.all_reduce(exact)
     check("torch_no_overlap vs float64", max_rel_err(reference, exact), rank)
     errors = {}
+    collective = collective_backend(inp.is_cuda)
     for s, fd in fds.items():
         errors[s] = max_rel_err(fd.execute([inp, w])[0], reference)
         check(f"mdfuser s={s} vs torch_no_overlap", errors[s], rank)
-        err = max_rel_err(fd.execute([inp, w], _disable_options=COPY)[0], reference)
+        err = max_rel_err(fd.execute([inp, w], **collective, _disable_options=COPY)[0], reference)
         check(f"mdfuser_copy s={s} vs torch_no_overlap", err, rank)
-        err = max_rel_err(fd.execute([inp, w], _enable_options=PIPELINE)[0], reference)
+        err = max_rel_err(
+            fd.execute([inp, w], **collective, _enable_options=PIPELINE)[0], reference
+        )
         check(f"mdfuser_pipeline s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_streams(inp, w, s, streams)(), reference)
         check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_pipeline(inp, w, s)(), reference)
         check(f"torch_pipeline s={s} vs torch_no_overlap", err, rank)
-        for name, kwargs in ring_variants(inp.is_cuda, dist.get_world_size()).items():
+        for name, kwargs in backend_variants(inp.is_cuda, dist.get_world_size()).items():
             err = max_rel_err(fd.execute([inp, w], **kwargs)[0], reference)
             check(f"{name} s={s} vs torch_no_overlap", err, rank)
     return reference, errors
@@ -253,16 +251,22 @@ def add_torch_streams_ratio(results: list[Result]) -> None:
         r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
 
 
-def write_trace(fd, inputs, directory: str, rank: int, timer: Timer) -> None:
+def write_trace(
+    fd, inputs, directory: str, rank: int, timer: Timer, variant: str, **kwargs
+) -> None:
+    """DIR/trace_rank<r>.json (the default schedule) or
+    DIR/trace_<variant>_rank<r>.json: one execute under torch's profiler."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if timer.cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     os.makedirs(directory, exist_ok=True)
+    fd.execute(inputs, **kwargs)  # set up outside the trace (symmetric buffers)
     timer.sync()
     with torch.profiler.profile(activities=activities) as prof:
-        fd.execute(inputs)
+        fd.execute(inputs, **kwargs)
         timer.sync()
-    prof.export_chrome_trace(os.path.join(directory, f"trace_rank{rank}.json"))
+    name = "trace" if variant == "mdfuser" else f"trace_{variant}"
+    prof.export_chrome_trace(os.path.join(directory, f"{name}_rank{rank}.json"))
 
 
 def main() -> None:
@@ -288,15 +292,18 @@ def main() -> None:
 
     buffer = reference.clone()  # grows d-fold per allreduce; NCCL's speed doesn't care
     variants = []  # (variant, s, fn, has_gemm, has_allreduce)
+    collective = collective_backend(cuda)
     for s, fd in fds.items():
         variants.append(("mdfuser", s, lambda fd=fd: fd.execute([inp, w]), 1, 1))
-        copy = lambda fd=fd: fd.execute([inp, w], _disable_options=COPY)  # noqa: E731
+        copy = lambda fd=fd: fd.execute([inp, w], **collective, _disable_options=COPY)  # noqa: E731
         variants.append(("mdfuser_copy", s, copy, 1, 1))
-        pipeline = lambda fd=fd: fd.execute([inp, w], _enable_options=PIPELINE)  # noqa: E731
+        pipeline = lambda fd=fd: fd.execute(  # noqa: E731
+            [inp, w], **collective, _enable_options=PIPELINE
+        )
         variants.append(("mdfuser_pipeline", s, pipeline, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
         variants.append(("torch_pipeline", s, torch_pipeline(inp, w, s), 1, 1))
-        for name, kwargs in ring_variants(cuda, d).items():
+        for name, kwargs in backend_variants(cuda, d).items():
             ring = lambda fd=fd, kwargs=kwargs: fd.execute([inp, w], **kwargs)  # noqa: E731
             variants.append((name, s, ring, 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
@@ -350,14 +357,19 @@ def main() -> None:
     add_ratios(results, comm="allreduce_only")
     add_torch_streams_ratio(results)
     if args.trace:
-        write_trace(fds[max(args.chunks)], [inp, w], args.trace, rank, timer)
+        traced = {"mdfuser": {}} | {
+            k: v for k, v in backend_variants(cuda, d).items() if k == "mdfuser_cuda"
+        }
+        for variant, kwargs in traced.items():
+            fd = fds[max(args.chunks)]
+            write_trace(fd, [inp, w], args.trace, rank, timer, variant, **kwargs)
 
     if rank == 0:
         print_results(results, "CUDA events" if cuda else "time.perf_counter (CPU, Gloo)")
         if args.json:
             write_json(args.json, results)
         if args.trace:
-            print(f"wrote {args.trace}/trace_rank<r>.json (mdfuser, s={max(args.chunks)})")
+            print(f"wrote {args.trace}/trace*_rank<r>.json (s={max(args.chunks)})")
     timer.sync()
     dist.destroy_process_group()
 

@@ -32,15 +32,18 @@ from common import (
     DTYPES,
     TOLERANCE,
     Timer,
+    backend_variants,
     fmt,
     init_distributed,
     max_rel_err,
+    print_statements,
     print_table,
     run_info,
+    statements,
     write_json,
 )
 
-from mdfuser import CommunicatorBackend, PythonProfiler
+from mdfuser import PythonProfiler
 from mdfuser.multidevice import Communicator, shard_tensor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
@@ -389,14 +392,12 @@ class Run:
         return value, None
 
     def ring_variants(self) -> dict[str, dict]:
-        """With --rings (d > 1): the ring decompositions on NCCL and, on
-        GPUs, on the CUDA backend; execute's keyword arguments by variant."""
-        if not self.args.rings or self.d == 1:
+        """With --rings (d > 1): the other backends' programs beside the
+        default (common.backend_variants); execute's keyword arguments by
+        variant."""
+        if not self.args.rings:
             return {}
-        variants = {"mdfuser_ring": {"_enable_options": ["ring_decomposition"]}}
-        if self.cuda:
-            variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
-        return variants
+        return backend_variants(self.cuda, self.d)
 
     def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
         a = case.attention
@@ -681,34 +682,6 @@ def print_results(rows: list[Result], timing: str) -> None:
             ]
         )
     print_table(title, COLUMNS, WIDTHS, table)
-
-
-def statements(profile) -> list:
-    """The host-IR statements a PythonProfiler saw run. On CUDA, torch's
-    profiler also reports each range that launched kernels as a GPU
-    annotation of the same name, which mdfuser's PythonProfiler lists as a
-    second statement; only the host ranges count."""
-    return [kp for kp in profile.kernel_profiles if "CUDA" not in kp.device]
-
-
-def print_statements(title: str, profile) -> None:
-    """A PythonProfiler profile summed per kind of host-IR statement; device
-    times are those of the kernels each statement launched (for a
-    collective, they include waiting for the other ranks)."""
-    kinds: dict[str, list[float]] = {}
-    for kp in statements(profile):
-        count_host_device = kinds.setdefault(kp.name, [0, 0.0, 0.0])
-        count_host_device[0] += 1
-        count_host_device[1] += kp.host_time_ms
-        count_host_device[2] += kp.time_ms
-    rows = [
-        [name, str(int(c)), f"{host * 1e3:.1f}", f"{host * 1e3 / c:.2f}", f"{device:.3f}"]
-        for name, (c, host, device) in sorted(kinds.items(), key=lambda kv: -kv[1][2] - kv[1][1])
-    ]
-    columns = ["statement", "count", "host_us", "host_us/each", "device_ms"]
-    print_table(
-        f"{title}: per host-IR statement kind (profiled)", columns, [18, 6, 10, 13, 10], rows
-    )
 
 
 def print_host_overhead(rows: list[Result]) -> None:

@@ -11,7 +11,8 @@
 # supplies it).
 #
 #   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
-#                         [--sanitizer] [--sizes H,T] [--blocks] [--rings]
+#                         [--sanitizer] [--sizes H,T] [--blocks] [--rings] [--balanced]
+#                         [--skip-1proc]
 #
 # The tests and the benchmarks run at every world size of 2, 4 and 8 the
 # machine has GPUs for; --high-priority repeats each row-parallel benchmark
@@ -34,6 +35,12 @@
 # --blocks it also adds the blocks' ring variants (transformer_blocks.py
 # --rings: mdfuser_ring, mdfuser_cuda).
 #
+# --skip-1proc runs, of the one-process pytest suite, only the GPU fault
+# tests (about 3 minutes less).
+#
+# --balanced adds, at d = 2, the row-parallel benchmark at h = 1024,
+# t = 65536, where the GEMM and the allreduce alone take about as long.
+#
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).
 set -uo pipefail
@@ -52,6 +59,8 @@ SWEEP=0
 HIGH_PRIORITY=0
 BLOCKS=0
 RINGS=0
+BALANCED=0
+SKIP_1PROC=0
 H=8192
 T=8192
 while [ $# -gt 0 ]; do
@@ -63,6 +72,8 @@ while [ $# -gt 0 ]; do
     --high-priority) HIGH_PRIORITY=1 ;;
     --blocks) BLOCKS=1 ;;
     --rings) RINGS=1 ;;
+    --balanced) BALANCED=1 ;;
+    --skip-1proc) SKIP_1PROC=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -128,8 +139,14 @@ step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s
 # --- tests -----------------------------------------------------------------
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
-  step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
-  step example_blocks_1proc 90 "$PYTHON" examples/transformer_blocks.py
+  if [ "$SKIP_1PROC" -eq 0 ]; then
+    step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
+    step example_blocks_1proc 90 "$PYTHON" examples/transformer_blocks.py
+  else
+    # Of the one-process suite, only the GPU fault tests (child jobs).
+    step pytest_gpu_faults 180 "$PYTHON" -m pytest tests/python/test_gpu_rank_faults.py \
+      tests/python/test_cuda_backend_faults.py tests/python/test_cuda_execute.py -q -p no:cacheprovider
+  fi
   # The CUDA backend with two processes sharing GPU 0: its rings, their
   # steady state and its bounds, on any machine (NCCL cannot share a GPU).
   step pytest_cuda_backend_shared_gpu 240 env MDFUSER_SHARE_DEVICES=1 \
@@ -154,8 +171,11 @@ if [ "$SANITIZER" -eq 1 ]; then
     for tool in memcheck racecheck; do
       step "sanitizer_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 99 \
         "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3
-      # The CUDA backend's rings, two processes on GPU 0.
-      step "sanitizer_${tool}_cuda_backend" 150 env MDFUSER_SHARE_DEVICES=1 \
+      # The CUDA backend's rings: two processes on two GPUs where the
+      # machine has them, on GPU 0 otherwise.
+      share=1
+      [ "$NGPU" -lt 2 ] || share=0
+      step "sanitizer_${tool}_cuda_backend" 150 env MDFUSER_SHARE_DEVICES=$share \
         torchrun --nproc-per-node 2 --master-port 29397 --no-python \
         compute-sanitizer --tool "$tool" --error-exitcode 99 \
         "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3 --backend cuda
@@ -195,6 +215,14 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
       --json "$OUT/row_parallel_linear_d$n.json" "${trace[@]}"
     cp "$WORK/trace_d$n/trace_rank0.json" "$OUT/trace_d${n}_rank0.json" 2>/dev/null
+    cp "$WORK/trace_d$n/trace_mdfuser_cuda_rank0.json" "$OUT/trace_cuda_d${n}_rank0.json" 2>/dev/null
+    # The balanced shape of d = 2, where the GEMM and the allreduce alone
+    # take about as long (doc/benchmarks.md).
+    if [ "$n" -eq 2 ] && [ "$BALANCED" -eq 1 ]; then
+      step "bench_d2_balanced" 300 torchrun --nproc-per-node 2 --master-port 29530 \
+        benchmarks/row_parallel_linear.py -H 1024 -t 65536 --chunks 1,2,4,8 \
+        --json "$OUT/row_parallel_linear_d2_balanced.json"
+    fi
     if [ "$HIGH_PRIORITY" -eq 1 ]; then
       step "bench_d${n}_high_priority" 300 torchrun --nproc-per-node "$n" --master-port $((29510 + n)) \
         benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --nccl-high-priority \
@@ -240,7 +268,7 @@ if [ "$RINGS" -eq 1 ]; then
       [ "$shape" = default ] || extra=(--k 2048)
       step "rings_${shape}_d$n" 300 torchrun --nproc-per-node "$n" \
         --master-port $((29700 + 10 * i + n)) benchmarks/ring_pairs.py \
-        -H "$H" -t "$T" --chunks 1,2,4 --iters 30 "${extra[@]}" \
+        -H "$H" -t "$T" --chunks 1,2,4 --iters 30 --profile "${extra[@]}" \
         --json "$WORK/rings_${shape}_d$n.json"
       # Merged after every run: what ran is in $OUT even if a later run
       # outlasts the call.
