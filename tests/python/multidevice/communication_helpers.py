@@ -36,9 +36,10 @@ def mesh_of(devices) -> DeviceMesh:
 
 def execute(test, fd, full: list[torch.Tensor]) -> list[torch.Tensor]:
     """Runs `fd` on this rank's shards of the global inputs `full` (a
-    placeholder where this rank is outside an input's mesh)."""
+    placeholder where this rank is outside an input's mesh), its
+    collectives kept collectives (on GPUs too)."""
     inputs = [test.shard(t, tv) for t, tv in zip(full, fd.fusion.inputs())]
-    return [out.cpu() for out in fd.execute(inputs)]
+    return [out.cpu() for out in fd.execute(inputs, backend=test.collective_backend)]
 
 
 def host_ir_lines(fd) -> list[str]:

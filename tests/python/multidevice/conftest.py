@@ -41,6 +41,17 @@ class MultideviceTest:
         return torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
     @property
+    def collective_backend(self):
+        """The backend that keeps collectives collectives: None (the
+        default, Gloo) on the CPU, NCCL on GPUs. The tests of the collective
+        lowering pin it, so that they check that lowering whichever backend
+        execute defaults to (the CUDA backend turns what a ring can carry
+        into rings)."""
+        from mdfuser import CommunicatorBackend
+
+        return CommunicatorBackend.nccl if self.device.type == "cuda" else None
+
+    @property
     def mdfuser_dtype(self):
         from mdfuser import DataType
 

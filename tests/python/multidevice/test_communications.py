@@ -111,9 +111,10 @@ def test_the_profiler_counts_one_communication_per_collective(multidevice_test):
     d = multidevice_test.size
     fd, x = reduce_scatter_of_a_sum(d)
     inputs = [multidevice_test.shard(global_tensor([2 * d, 3 * d], seed=4), x)]
-    fd.execute(inputs)
+    backend = multidevice_test.collective_backend
+    fd.execute(inputs, backend=backend)
     with PythonProfiler() as prof:
-        fd.execute(inputs)
+        fd.execute(inputs, backend=backend)
     profiles = prof.profile.kernel_profiles
     communications = [kp.name for kp in profiles if kp.scheduler == "communication"]
     # (One device too: its reduce-scatter is a Communication that copies.)

@@ -140,7 +140,7 @@ def test_cuda_and_nccl_programs_are_compiled_apart(multidevice_test):
     fd = row_parallel_linear(d, 1, 4)
     full = global_inputs(8, 16, 4, seed=9)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
-    (nccl,) = fd.execute(args)
+    (nccl,) = fd.execute(args, backend=CommunicatorBackend.nccl)
     (cuda,) = fd.execute(args, backend=CUDA)
     assert torch.equal(nccl, cuda)
     assert fd._cache.num_programs == 2

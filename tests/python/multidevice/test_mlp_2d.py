@@ -68,7 +68,7 @@ def test_forward(multidevice_test, dp, tp):
         test.mdfuser_dtype,
         dict(w1=0, b1=0, w2=1),
     )
-    (y,) = run(test, block, full)
+    (y,) = run(test, block, full, backend=test.collective_backend)
     want, torch_result = test.references(forward, full)
     expect(test, block, "y", y, want, torch_result)
     if tp > 1:
@@ -96,7 +96,7 @@ def test_backward(multidevice_test, dp, tp):
         test.mdfuser_dtype,
         dict(w1=0, w2=1, pre=1),
     )
-    got = dict(zip(block.outputs, run(test, block, full)))
+    got = dict(zip(block.outputs, run(test, block, full, backend=test.collective_backend)))
     for name in want:
         expect(test, block, name, got[name], want[name], torch_result[name])
     if dp > 1:

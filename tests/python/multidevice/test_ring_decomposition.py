@@ -36,7 +36,7 @@ RING = ["ring_decomposition"]
 def run_both(test, fd, full: list[torch.Tensor]):
     """(collective result, ring result, ring program) on the same shards."""
     args = [test.shard(tensor, tv) for tensor, tv in zip(full, fd.fusion.inputs())]
-    (collective,) = fd.execute(args)
+    (collective,) = fd.execute(args, backend=test.collective_backend)
     collective_program = fd.last_host_ir()
     (ring,) = fd.execute(args, _enable_options=RING)
     ring_program = fd.last_host_ir()
@@ -219,7 +219,7 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
         b2=torch.randn(h, generator=g),
     )
     args = [test.shard(full[name].to(test.dtype), tv) for name, tv in block.inputs.items()]
-    (collective,) = block.fd.execute(args)
+    (collective,) = block.fd.execute(args, backend=test.collective_backend)
     (ring,) = block.fd.execute(args, _enable_options=RING)
     program = block.fd.last_host_ir()
     want, torch_result = test.references(lambda **t: mlp_reference(**t)[0], full)

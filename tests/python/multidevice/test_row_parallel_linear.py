@@ -3,7 +3,8 @@
 
 Run with ``mpirun -np 2 pytest tests/python/multidevice`` (d = 2) or with
 one process (d = 1). CPU tensors communicate over Gloo, CUDA tensors over
-NCCL; the GPU-only tests skip without CUDA.
+NCCL (pinned by the tests of the program's structure); the GPU-only tests
+skip without CUDA.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ def integer_inputs(t: int, h: int, seed: int) -> tuple[torch.Tensor, torch.Tenso
     return inp, w
 
 
-def run(multidevice_test, fd, inp, w) -> torch.Tensor:
+def run(multidevice_test, fd, inp, w, **options) -> torch.Tensor:
     inp_tv, w_tv = fd.fusion.inputs()
-    (out,) = fd.execute([multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)])
+    shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
+    (out,) = fd.execute(shards, **options)
     return out
 
 
@@ -59,9 +61,10 @@ def test_runs_exactly_s_matmuls_of_the_chunk_shape(multidevice_test):
     d, s, h, t = multidevice_test.size, 4, 16, 32
     fd = row_parallel_linear(d, s, h)
     inp, w = integer_inputs(t, h, seed=7)
-    run(multidevice_test, fd, inp, w)  # compile outside the profile
+    backend = multidevice_test.collective_backend
+    run(multidevice_test, fd, inp, w, backend=backend)  # compile outside the profile
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        run(multidevice_test, fd, inp, w)
+        run(multidevice_test, fd, inp, w, backend=backend)
     shapes = [e.input_shapes[:2] for e in prof.events() if e.name == "aten::mm"]
     assert shapes == [[[t // s, 4 * h // d], [4 * h // d, h]]] * s
 
@@ -70,7 +73,7 @@ def test_host_program_structure(multidevice_test):
     d, s = multidevice_test.size, 3
     fd = row_parallel_linear(d, s, h=8)
     inp, w = integer_inputs(12, 8, seed=3)
-    run(multidevice_test, fd, inp, w)
+    run(multidevice_test, fd, inp, w, backend=multidevice_test.collective_backend)
     lines = [line.strip() for line in fd.last_host_ir().splitlines()]
     backend = "NCCL" if multidevice_test.device.type == "cuda" else "Gloo"
     team = " ".join(str(r) for r in range(d))
@@ -107,8 +110,9 @@ def test_copy_before_the_allreduce_can_be_kept(multidevice_test):
     inp, w = integer_inputs(t, h, seed=9)
     inp_tv, w_tv = fd.fusion.inputs()
     shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
-    (inplace,) = fd.execute(shards)
-    (copied,) = fd.execute(shards, _disable_options=["inplace_allreduce"])
+    backend = multidevice_test.collective_backend
+    (inplace,) = fd.execute(shards, backend=backend)
+    (copied,) = fd.execute(shards, backend=backend, _disable_options=["inplace_allreduce"])
     assert torch.equal(inplace, copied)
     assert "Deallocate(T3_g___bfloat" in fd.last_host_ir()
     assert fd._cache.num_programs == 2
@@ -122,7 +126,11 @@ def test_compute_can_stay_on_the_main_stream(multidevice_test):
     inp, w = integer_inputs(t, h, seed=4)
     inp_tv, w_tv = fd.fusion.inputs()
     shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
-    (out,) = fd.execute(shards, _enable_options=["compute_on_main_stream"])
+    (out,) = fd.execute(
+        shards,
+        backend=multidevice_test.collective_backend,
+        _enable_options=["compute_on_main_stream"],
+    )
     expected = torch.nn.functional.linear(inp.double(), w.double()).to(torch.bfloat16)
     assert torch.equal(out.cpu(), expected)
     lines = [line.strip() for line in fd.last_host_ir().splitlines()]

@@ -47,7 +47,8 @@ def test_forward(multidevice_test, mode, streams):
     full = layer_inputs(a, seed=13)
     block = layer_forward(a, d, mode, streams, dtype=test.mdfuser_dtype)
     (y,) = block.fd.execute(
-        [test.shard(full[k].to(test.dtype), tv) for k, tv in block.inputs.items()]
+        [test.shard(full[k].to(test.dtype), tv) for k, tv in block.inputs.items()],
+        backend=test.collective_backend,
     )
     want, torch_result = test.references(lambda **t: layer_reference(t, a), full)
     assert y.dtype == torch_result.dtype

@@ -29,9 +29,9 @@ def inputs(t: int, seed: int) -> dict[str, torch.Tensor]:
     )
 
 
-def run(test, block, full: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+def run(test, block, full: dict[str, torch.Tensor], **options) -> list[torch.Tensor]:
     args = [test.shard(full[name].to(test.dtype), tv) for name, tv in block.inputs.items()]
-    return block.fd.execute(args)
+    return block.fd.execute(args, **options)
 
 
 def expect(test, block, name: str, got: torch.Tensor, want, torch_result) -> None:
