@@ -477,7 +477,13 @@ class Run:
                     variants.append(("mdfuser", s, run, (outputs[0], expected)))
                     profiled[s] = block, inputs
                     for variant, kwargs in self.ring_variants().items():
-                        ring = lambda b=block, i=inputs, kw=kwargs: b.fd.execute(i, **kw)  # noqa: E731
+                        # A fusion of its own: variants taking turns on one
+                        # fusion would change its options every call, and
+                        # every such change costs the ranks an agreement
+                        # check (doc/errors.md).
+                        other = case.define(d, s, self.md_dtype)
+                        other_inputs = self.shard_inputs(other, full)
+                        ring = lambda b=other, i=other_inputs, kw=kwargs: b.fd.execute(i, **kw)  # noqa: E731
                         got, error = self.attempt(f"{name} {variant} s={s}", ring)
                         if error:
                             self.record(case, variant, s, [], error=error)
