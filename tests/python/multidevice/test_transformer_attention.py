@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import stream_loop_statements
 from transformer_blocks import Attention, attention_backward, attention_forward, attention_reference
 
 from mdfuser.multidevice import shard_tensor
@@ -77,8 +78,8 @@ def test_forward(multidevice_test, mode, streams):
     assert outputs[2].shape[1] == a.heads // d
     if streams > 1:
         # The whole block runs per batch chunk, attention included.
-        loop = block.fd.last_host_ir().split("FOR ")[1]
-        assert "sdpfa_fwd" in loop
+        loop = stream_loop_statements(block.fd.last_host_ir())[0]
+        assert any("= sdpfa_fwd(" in statement for statement in loop), loop
 
 
 @pytest.mark.parametrize("mode", ["tp", "sp"])
