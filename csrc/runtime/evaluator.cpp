@@ -61,12 +61,15 @@ class Interpreter {
       c10::Device device,
       Communicator* communicator,
       StreamSet& streams,
-      std::unique_ptr<CudaBackend>& cuda)
+      std::unique_ptr<CudaBackend>& cuda,
+      const std::unordered_map<const hir::Allocate*, int64_t>&
+          symmetric_numbers)
       : state_(state),
         device_(device),
         communicator_(communicator),
         streams_(streams),
-        cuda_(cuda) {}
+        cuda_(cuda),
+        symmetric_numbers_(symmetric_numbers) {}
 
   void runScope(const hir::Scope& scope) {
     for (const Expr* expr : scope.exprs()) {
@@ -177,13 +180,23 @@ class Interpreter {
   }
 
   // A symmetric buffer of `shape`, the same one at each run of `alloc` in
-  // the same loop iteration.
+  // the same loop iteration, and in every program of the fusion whose
+  // symmetric Allocate of the same number asks for the same shape and dtype
+  // (the key says which: "S2.1:8x4:BFloat16" for the third one, in
+  // iteration 1).
   at::Tensor symmetricBuffer(
       const hir::Allocate* alloc, at::IntArrayRef shape) {
-    std::string key = "T" + std::to_string(alloc->buffer()->name());
+    const auto number = symmetric_numbers_.find(alloc);
+    MDF_CHECK(number != symmetric_numbers_.end(), "an unnumbered Allocate");
+    std::string key = "S" + std::to_string(number->second);
     for (int64_t i : iteration_) {
       key += "." + std::to_string(i);
     }
+    for (size_t a = 0; a < shape.size(); ++a) {
+      key += (a == 0 ? ":" : "x") + std::to_string(shape[a]);
+    }
+    key += ":";
+    key += c10::toString(toScalarType(alloc->buffer()->dtype()));
     at::Tensor buffer = cuda().buffers().get(
         key, alloc->team(), shape, toScalarType(alloc->buffer()->dtype()));
     if (alloc->zeroInit()) {
@@ -422,6 +435,7 @@ class Interpreter {
   Communicator* communicator_;
   StreamSet& streams_;
   std::unique_ptr<CudaBackend>& cuda_;
+  const std::unordered_map<const hir::Allocate*, int64_t>& symmetric_numbers_;
   // The index of each enclosing loop's current iteration, outermost first.
   std::vector<int64_t> iteration_;
   int64_t channel_ = 0;
@@ -445,14 +459,36 @@ at::Tensor expandBroadcasts(
 
 } // namespace
 
+namespace {
+
+void numberSymmetricAllocates(
+    const hir::Scope& scope,
+    std::unordered_map<const hir::Allocate*, int64_t>& numbers) {
+  for (const Expr* expr : scope.exprs()) {
+    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
+      numberSymmetricAllocates(loop->body(), numbers);
+    } else if (const auto* alloc = dynamic_cast<const hir::Allocate*>(expr)) {
+      if (alloc->isSymmetric()) {
+        numbers.emplace(alloc, static_cast<int64_t>(numbers.size()));
+      }
+    }
+  }
+}
+
+} // namespace
+
 HostIrEvaluator::HostIrEvaluator(
     const hir::HostIrContainer& hic,
     c10::Device device,
-    Communicator* communicator)
+    Communicator* communicator,
+    std::unique_ptr<CudaBackend>* cuda)
     : hic_(hic),
       device_(device),
       communicator_(communicator),
-      streams_(device) {}
+      streams_(device),
+      cuda_(cuda != nullptr ? *cuda : own_cuda_) {
+  numberSymmetricAllocates(hic_.topLevel(), symmetric_numbers_);
+}
 
 HostIrEvaluator::~HostIrEvaluator() {
   if (cuda_ != nullptr) {
@@ -484,7 +520,8 @@ std::vector<at::Tensor> HostIrEvaluator::run(
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.tensors.emplace(hic_.inputs()[i], inputs[i]);
   }
-  Interpreter(state, device_, communicator_, streams_, cuda_)
+  Interpreter(
+      state, device_, communicator_, streams_, cuda_, symmetric_numbers_)
       .runScope(hic_.topLevel());
   MDF_CHECK(state.pending.empty(), "a communication was never waited for");
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -23,10 +24,16 @@ class CudaBackend;
 class HostIrEvaluator {
  public:
   // `communicator` may be null when the program has no communication.
+  // `cuda` is where the CUDA communication backend lives, created on first
+  // use: the programs of one fusion share it (FusionExecutorCache), so that
+  // a rank that compiles a program of its own (other input strides, which
+  // the ranks do not compare) keeps the counters and symmetric buffers its
+  // peers use; null gives the evaluator one of its own.
   HostIrEvaluator(
       const hir::HostIrContainer& hic,
       c10::Device device,
-      Communicator* communicator);
+      Communicator* communicator,
+      std::unique_ptr<CudaBackend>* cuda = nullptr);
   ~HostIrEvaluator();
 
   // `extents` binds the symbols of the input extents (see bindInputs);
@@ -42,9 +49,15 @@ class HostIrEvaluator {
   c10::Device device_;
   Communicator* communicator_;
   StreamSet streams_;
-  // The CUDA communication backend with this program's symmetric buffers
-  // and counters, created on first use and kept from run to run.
-  std::unique_ptr<CudaBackend> cuda_;
+  std::unique_ptr<CudaBackend> own_cuda_;
+  // The CUDA communication backend with the symmetric buffers and counters
+  // (`own_cuda_` or the caller's), created on first use and kept from run
+  // to run.
+  std::unique_ptr<CudaBackend>& cuda_;
+  // Each symmetric Allocate's number, in program order: with the loop
+  // iteration and the shape, the key of its buffer, the same in every
+  // program of a fusion that allocates the same buffers.
+  std::unordered_map<const hir::Allocate*, int64_t> symmetric_numbers_;
 };
 
 } // namespace mdfuser

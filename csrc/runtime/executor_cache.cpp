@@ -174,8 +174,8 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   if (std::ostream* os = show(dump.host_ir)) {
     *os << program->hic->toString() << std::flush;
   }
-  program->evaluator =
-      std::make_unique<HostIrEvaluator>(*program->hic, device, &communicator);
+  program->evaluator = std::make_unique<HostIrEvaluator>(
+      *program->hic, device, &communicator, &cuda_);
   return program;
 }
 

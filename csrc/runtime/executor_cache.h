@@ -15,6 +15,7 @@
 namespace mdfuser {
 
 class Communicator;
+class CudaBackend;
 class HostIrEvaluator;
 
 // Compiles a fusion definition into host programs, one per input signature
@@ -93,6 +94,9 @@ class FusionExecutorCache {
   // definition the same number of times, new at every run.
   uint64_t definition_hash_ = 0;
   int64_t runs_ = 0;
+  // The CUDA communication backend every program of this fusion shares
+  // (see HostIrEvaluator), created on first use; outlives the programs.
+  std::unique_ptr<CudaBackend> cuda_;
   std::map<std::vector<int64_t>, std::unique_ptr<Program>> programs_;
   const Program* last_ = nullptr;
   int64_t agreements_ = 0;

@@ -129,6 +129,26 @@ def test_steady_state_repeats_bit_identically_without_host_syncs(multidevice_tes
     torch.testing.assert_close(first.cpu().double(), reference, rtol=1.6e-2, atol=0.5)
 
 
+def test_a_rank_that_alone_passes_other_strides_runs_with_its_peers(multidevice_test):
+    """Strides are no part of what the ranks compare: a rank whose input
+    is laid out differently compiles a program of its own while its peers
+    run theirs. Their rings still meet (same counters, same symmetric
+    buffers) and give the same values."""
+    test = multidevice_test
+    needs_gpus(test)
+    d = test.size
+    fd = row_parallel_linear(d, 2, 4)
+    full = global_inputs(8, 16, 4, seed=13)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (first,) = fd.execute(args, backend=CUDA)
+    if test.rank == d - 1:
+        args[0] = args[0].t().contiguous().t()  # the same values, column-major
+    for _ in range(2):
+        (again,) = fd.execute(args, backend=CUDA)
+        assert torch.equal(again, first)
+    assert fd._cache.num_programs == (2 if test.rank == d - 1 else 1)
+
+
 def test_cuda_and_nccl_programs_are_compiled_apart(multidevice_test):
     """The backend is part of a program's signature: NCCL and CUDA programs
     of one fusion run side by side and agree."""
