@@ -353,6 +353,16 @@ class Interpreter {
     state_.pending.insert_or_assign(comm, std::move(pending));
   }
 
+  // "Allreduce (Communication 3) with team (0 1)", as errors name it.
+  static std::string describe(const hir::Communication* comm) {
+    return detail::concat(
+        communicationTypeName(comm->type()),
+        " (Communication ",
+        comm->name(),
+        ") with team ",
+        hir::teamString(comm->team()));
+  }
+
   // An NCCL collective that a rank of its team never reaches blocks the
   // stream that waits for it; the watchdog names it and ends the process
   // after the communicator's timeout (c10d's own watchdog, which names
@@ -375,11 +385,7 @@ class Interpreter {
                           "rank ",
                           communicator_->rank(),
                           " in ",
-                          communicationTypeName(comm->type()),
-                          " (Communication ",
-                          comm->name(),
-                          ") with team ",
-                          hir::teamString(comm->team()),
+                          describe(comm),
                           " on NCCL: not finished; a rank of the team did not "
                           "reach it, or ended")] { return what; };
     entry.timeout = communicator_->options().timeout;
@@ -417,11 +423,7 @@ class Interpreter {
               " failed waiting ",
               waited,
               " s for ",
-              communicationTypeName(comm->type()),
-              " (Communication ",
-              comm->name(),
-              ") with team ",
-              hir::teamString(comm->team()),
+              describe(comm),
               timed_out ? " (timed out)" : "",
               ": ",
               e.what(),

@@ -164,6 +164,57 @@ def finish_world(
     return results
 
 
+def row_parallel_job(device: str, body: str) -> str:
+    """A child job's script for run_world: on each of two ranks, the
+    row-parallel linear of helpers (h = 4, one stream chunk) with its
+    all-ones shards in `args`, on `device` (a Python expression that may use
+    `comm`; a CUDA rank's current GPU is its local rank's), then `body`.
+    `CommunicatorBackend`, `sys` and `time` are imported."""
+    return f"""
+import sys, time, torch
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+from helpers import row_parallel_linear
+from mdfuser import CommunicatorBackend
+from mdfuser.multidevice import Communicator, shard_tensor
+comm = Communicator.instance()
+device = torch.device({device})
+if device.type == "cuda":
+    torch.cuda.set_device(comm.local_rank() % torch.cuda.device_count())
+fd = row_parallel_linear(2, 1, 4)
+full = [torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(4, 16, dtype=torch.bfloat16)]
+args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs())]
+{body}"""
+
+
+def run_absent_peer_job(device: str, backend: str, env: dict[str, str]) -> str:
+    """Runs a row_parallel_job in which both ranks run the fusion once on
+    `backend` (the CommunicatorBackend's name), then rank 1 stops for 25 s
+    while rank 0 runs it again and waits for it. Checks that rank 0 ended,
+    with an error, within the time bound; returns rank 0's stderr."""
+    job = row_parallel_job(
+        device,
+        f"""
+fd.execute(args, backend=CommunicatorBackend.{backend})
+torch.cuda.synchronize()
+print("first run done", flush=True)
+if comm.rank() == 1:
+    time.sleep(25)
+    sys.exit(0)
+fd.execute(args, backend=CommunicatorBackend.{backend})
+torch.cuda.synchronize()
+print("the second run finished without rank 1", flush=True)
+""",
+    )
+    start = time.monotonic()
+    waiting, absent = run_world(job, 2, env, timeout=90)
+    assert time.monotonic() - start < 80, "bounded by the timeout, not by a hang"
+    assert "first run done" in waiting.stdout, waiting.stderr
+    assert absent.returncode == 0, absent.stderr
+    assert "finished without rank 1" not in waiting.stdout
+    assert waiting.returncode not in (0, None), waiting.stderr
+    return waiting.stderr
+
+
 def run_world(
     code: str, size: int, env: dict[str, str] | None = None, timeout: float = 120
 ) -> list[subprocess.CompletedProcess]:

@@ -6,31 +6,19 @@ Child jobs of two processes, bounded in time; skipped without the GPUs."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 import torch
-from helpers import run_world
+from helpers import row_parallel_job, run_absent_peer_job, run_world
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 two_gpus = pytest.mark.skipif(
     torch.cuda.device_count() < 2, reason="needs two GPUs (NCCL cannot share one)"
 )
 
-TESTS = os.path.dirname(__file__)
-
-# Rank 0 passes CUDA shards, rank 1 CPU shards of the same shapes and dtype.
-CUDA_AND_CPU = f"""
-import sys, torch
-sys.path.insert(0, {TESTS!r})
-from helpers import row_parallel_linear
-from mdfuser.multidevice import Communicator, shard_tensor
-comm = Communicator.instance()
-fd = row_parallel_linear(2, 1, 4)
-full = [torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(4, 16, dtype=torch.bfloat16)]
-device = "cuda:0" if comm.rank() == 0 else "cpu"
-args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs())]
+# Runs the fusion once; a ValueError ends the process with status 3.
+RAISES_VALUE_ERROR = """
 try:
     fd.execute(args)
 except ValueError as e:
@@ -38,6 +26,9 @@ except ValueError as e:
     sys.exit(3)
 print("ran", flush=True)
 """
+
+# Rank 0 passes CUDA shards, rank 1 CPU shards of the same shapes and dtype.
+CUDA_AND_CPU = row_parallel_job('"cuda:0" if comm.rank() == 0 else "cpu"', RAISES_VALUE_ERROR)
 
 
 def test_a_cuda_rank_and_a_cpu_rank_raise_the_same_value_error():
@@ -60,23 +51,7 @@ def test_a_cuda_rank_and_a_cpu_rank_raise_the_same_value_error():
 
 
 # Rank 1 passes its shards on GPU 0, rank 0's GPU, instead of its own.
-ANOTHER_RANKS_GPU = f"""
-import sys, torch
-sys.path.insert(0, {TESTS!r})
-from helpers import row_parallel_linear
-from mdfuser.multidevice import Communicator, shard_tensor
-comm = Communicator.instance()
-torch.cuda.set_device(comm.local_rank())
-fd = row_parallel_linear(2, 1, 4)
-full = [torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(4, 16, dtype=torch.bfloat16)]
-args = [shard_tensor(t, tv).to("cuda:0") for t, tv in zip(full, fd.fusion.inputs())]
-try:
-    fd.execute(args)
-except ValueError as e:
-    print("ValueError:", e, flush=True)
-    sys.exit(3)
-print("ran", flush=True)
-"""
+ANOTHER_RANKS_GPU = row_parallel_job('"cuda:0"', RAISES_VALUE_ERROR)
 
 
 @two_gpus
@@ -97,41 +72,11 @@ def test_an_input_on_another_ranks_gpu_raises_on_every_rank():
     assert "ValueError: rank 1: " in results[0].stdout, results[0].stdout
 
 
-# Both ranks run the row-parallel linear's allreduce once on NCCL; then
-# rank 1 stops while rank 0 runs it again.
-ABSENT_NCCL_PEER = f"""
-import sys, time, torch
-sys.path.insert(0, {TESTS!r})
-from helpers import row_parallel_linear
-from mdfuser import CommunicatorBackend
-from mdfuser.multidevice import Communicator, shard_tensor
-comm = Communicator.instance()
-torch.cuda.set_device(comm.local_rank())
-fd = row_parallel_linear(2, 1, 4)
-full = [torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(4, 16, dtype=torch.bfloat16)]
-args = [shard_tensor(t, tv).cuda() for t, tv in zip(full, fd.fusion.inputs())]
-fd.execute(args, backend=CommunicatorBackend.nccl)
-torch.cuda.synchronize()
-print("first run done", flush=True)
-if comm.rank() == 1:
-    time.sleep(25)
-    sys.exit(0)
-fd.execute(args, backend=CommunicatorBackend.nccl)
-torch.cuda.synchronize()
-print("the second run finished without rank 1", flush=True)
-"""
-
-
 @two_gpus
 def test_an_nccl_collective_a_rank_never_reaches_ends_the_waiting_rank_with_a_message():
-    start = time.monotonic()
-    waiting, absent = run_world(ABSENT_NCCL_PEER, 2, {"MDFUSER_TIMEOUT_S": "3"}, timeout=90)
-    assert time.monotonic() - start < 80, "bounded by the timeout, not by a hang"
-    assert "first run done" in waiting.stdout, waiting.stderr
-    assert absent.returncode == 0, absent.stderr
-    assert "finished without rank 1" not in waiting.stdout
-    assert waiting.returncode not in (0, None), waiting.stderr
-    message = waiting.stderr
+    # Rank 1 stops after the first run of the row-parallel linear's NCCL
+    # allreduce while rank 0 runs it again.
+    message = run_absent_peer_job("comm.local_rank()", "nccl", {"MDFUSER_TIMEOUT_S": "3"})
     assert "[mdfuser] rank 0 in Allreduce (Communication " in message, message
     assert "with team (0 1) on NCCL: not finished" in message, message
     assert "(more than 3 s)" in message, message
