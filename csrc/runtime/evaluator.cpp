@@ -182,8 +182,8 @@ class Interpreter {
   // A symmetric buffer of `shape`, the same one at each run of `alloc` in
   // the same loop iteration, and in every program of the fusion whose
   // symmetric Allocate of the same number asks for the same shape and dtype
-  // (the key says which: "S2.1:8x4:BFloat16" for the third one, in
-  // iteration 1).
+  // and memory order (the key says which: "S2.1:8x4:BFloat16" for the
+  // third one, in iteration 1, row-major).
   at::Tensor symmetricBuffer(
       const hir::Allocate* alloc, at::IntArrayRef shape) {
     const auto number = symmetric_numbers_.find(alloc);
@@ -197,6 +197,12 @@ class Interpreter {
     }
     key += ":";
     key += c10::toString(toScalarType(alloc->buffer()->dtype()));
+    // The order of the axes in memory: peers write into this buffer as
+    // their program lays it out, so two layouts never share one.
+    for (size_t a = 0; a < alloc->strideOrder().size(); ++a) {
+      key +=
+          (a == 0 ? ":order" : ",") + std::to_string(alloc->strideOrder()[a]);
+    }
     at::Tensor buffer = cuda().buffers().get(
         key, alloc->team(), shape, toScalarType(alloc->buffer()->dtype()));
     if (alloc->zeroInit()) {
