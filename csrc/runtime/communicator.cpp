@@ -294,6 +294,22 @@ Communicator::~Communicator() {
 
 namespace {
 
+// Pauses between polls of the store: short at first, since a peer is
+// usually a fraction of a millisecond behind (each poll is one round trip
+// to the store), then doubling up to `cap`.
+class Backoff {
+ public:
+  explicit Backoff(std::chrono::microseconds cap) : cap_(cap) {}
+  void pause() {
+    std::this_thread::sleep_for(next_);
+    next_ = std::min(next_ * 2, cap_);
+  }
+
+ private:
+  std::chrono::microseconds next_{50};
+  std::chrono::microseconds cap_;
+};
+
 // A TCPStore, server or client, within `timeout`. Its constructor can block
 // longer: in its connect retries, or without end in a read when something
 // that is no store holds the port. So it runs
@@ -331,13 +347,12 @@ bool arriveAndWait(
     int64_t& arrived) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   arrived = store.add(key, 1);
-  auto pause = std::chrono::milliseconds(1);
+  Backoff backoff(std::chrono::milliseconds(50));
   while (arrived < count) {
     if (std::chrono::steady_clock::now() >= deadline) {
       return false;
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    backoff.pause();
     arrived = store.add(key, 0);
   }
   return true;
@@ -434,14 +449,13 @@ void Communicator::checkSameJob(
       return;
     }
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-    auto pause = std::chrono::milliseconds(1);
+    Backoff backoff(std::chrono::milliseconds(50));
     while (!store.check({key})) {
       if (std::chrono::steady_clock::now() >= deadline) {
         // Not an mdfuser store: the rendezvous wait reports it.
         return;
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+      backoff.pause();
     }
     const std::vector<uint8_t> theirs = store.get(key);
     const std::string served(theirs.begin(), theirs.end());
@@ -722,12 +736,11 @@ std::vector<std::string> Communicator::exchange(
   // Polled rather than waited for in the store, which logs its own
   // timeouts.
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  auto pause = std::chrono::milliseconds(1);
+  Backoff backoff(std::chrono::milliseconds(20));
   try {
     while (!s.store->check(keys) &&
            std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+      backoff.pause();
     }
   } catch (const std::exception& e) {
     throw lost_store(e);
