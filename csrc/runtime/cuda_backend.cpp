@@ -210,19 +210,6 @@ PendingCollective CudaBackend::permute(
       n);
   Event done = recordEvent(stream);
 
-  const int64_t rank = communicator_.rank();
-  const std::string where = detail::concat(
-      "rank ", rank, " in ", what, " with team ", hir::teamString(members));
-  const std::string waiting_for_ready = detail::concat(
-      where,
-      " on the CUDA backend: waited for rank ",
-      members[next],
-      " to reach the same permute and free its receive buffer");
-  const std::string waiting_for_data = detail::concat(
-      where,
-      " on the CUDA backend: waited for rank ",
-      members[previous],
-      "'s data");
   Watchdog::Entry entry;
   entry.finished = [done] {
     // Finished, or the device failed, which its user sees.
@@ -230,10 +217,30 @@ PendingCollective CudaBackend::permute(
     (void)cudaGetLastError();
     return !pending;
   };
-  entry.describe = [ready, waiting_for_ready, waiting_for_data] {
+  // Built only if the watchdog reports: permutes are posted on every ring
+  // step.
+  entry.describe = [ready,
+                    what,
+                    members,
+                    rank = communicator_.rank(),
+                    next_rank = members[next],
+                    previous_rank = members[previous]] {
     const bool was_ready = cudaEventQuery(ready.get()) == cudaSuccess;
     (void)cudaGetLastError();
-    return was_ready ? waiting_for_data : waiting_for_ready;
+    const std::string where = detail::concat(
+        "rank ",
+        rank,
+        " in ",
+        what,
+        " with team ",
+        hir::teamString(members),
+        " on the CUDA backend: waited for rank ");
+    return was_ready
+               ? detail::concat(where, previous_rank, "'s data")
+               : detail::concat(
+                     where,
+                     next_rank,
+                     " to reach the same permute and free its receive buffer");
   };
   entry.timeout = communicator_.options().timeout;
   entry.device = device_.index();

@@ -360,13 +360,17 @@ class Interpreter {
   }
 
   // "Allreduce (Communication 3) with team (0 1)", as errors name it.
-  static std::string describe(const hir::Communication* comm) {
+  static std::string describe(
+      CommunicationType type, int64_t name, const std::vector<int64_t>& team) {
     return detail::concat(
-        communicationTypeName(comm->type()),
+        communicationTypeName(type),
         " (Communication ",
-        comm->name(),
+        name,
         ") with team ",
-        hir::teamString(comm->team()));
+        hir::teamString(team));
+  }
+  static std::string describe(const hir::Communication* comm) {
+    return describe(comm->type(), comm->name(), comm->team());
   }
 
   // An NCCL collective that a rank of its team never reaches blocks the
@@ -387,13 +391,20 @@ class Interpreter {
       }
       return true;
     };
-    entry.describe = [what = detail::concat(
-                          "rank ",
-                          communicator_->rank(),
-                          " in ",
-                          describe(comm),
-                          " on NCCL: not finished; a rank of the team did not "
-                          "reach it, or ended")] { return what; };
+    // Built only if the watchdog reports (from copies: the program may be
+    // gone by then).
+    entry.describe = [rank = communicator_->rank(),
+                      type = comm->type(),
+                      name = comm->name(),
+                      team = comm->team()] {
+      return detail::concat(
+          "rank ",
+          rank,
+          " in ",
+          describe(type, name, team),
+          " on NCCL: not finished; a rank of the team did not reach it, or "
+          "ended");
+    };
     entry.timeout = communicator_->options().timeout;
     entry.device = device_.is_cuda() ? device_.index() : -1;
     Watchdog::instance().watch(std::move(entry));
