@@ -109,6 +109,12 @@ class Timer:
         return [[start.elapsed_time(end) for start, end in pairs] for pairs in events]
 
 
+def collective_backend(cuda: bool) -> dict:
+    """execute's keyword arguments that keep collectives collectives (NCCL
+    on GPUs; the default, Gloo, on the CPU) whatever execute defaults to."""
+    return {"backend": CommunicatorBackend.nccl} if cuda else {}
+
+
 def backend_variants(cuda: bool, d: int) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: the collectives on NCCL, or Gloo on the CPU):
@@ -117,8 +123,9 @@ def backend_variants(cuda: bool, d: int) -> dict[str, dict]:
     neither collectives nor rings."""
     if d == 1:
         return {}
-    collective = {"backend": CommunicatorBackend.nccl} if cuda else {}
-    variants = {"mdfuser_ring": {"_enable_options": ["ring_decomposition"], **collective}}
+    variants = {
+        "mdfuser_ring": {"_enable_options": ["ring_decomposition"], **collective_backend(cuda)}
+    }
     if cuda:
         variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
     return variants

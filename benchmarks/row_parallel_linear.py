@@ -26,6 +26,7 @@ from common import (
     add_ratios,
     backend_variants,
     check,
+    collective_backend,
     fmt,
     init_distributed,
     max_rel_err,
@@ -34,7 +35,7 @@ from common import (
     write_json,
 )
 
-from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
+from mdfuser import DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import Communicator, DeviceMesh
 
 # Variants of the collective schedule (NCCL on GPUs, Gloo on the CPU):
@@ -44,11 +45,6 @@ COPY = ["inplace_allreduce"]
 # and the GEMMs in order on the caller's stream, each chunk's allreduce on
 # its worker stream.
 PIPELINE = ["compute_on_main_stream"]
-
-
-def collective_backend(cuda: bool) -> dict:
-    """execute's keyword arguments that keep the allreduce a collective."""
-    return {"backend": CommunicatorBackend.nccl} if cuda else {}
 
 
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
