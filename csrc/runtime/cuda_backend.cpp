@@ -2,6 +2,8 @@
 #include "runtime/cuda_backend.h"
 
 #include <algorithm>
+#include <unordered_map>
+#include <utility>
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -35,21 +37,50 @@ namespace {
 using BatchMemOp =
     CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned);
 
+// A driver function the runtime loaded, by name, as of CUDA 12.0.
+void* driverFunction(const char* name) {
+  void* found_fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  const cudaError_t status = cudaGetDriverEntryPointByVersion(
+      name, &found_fn, 12000, cudaEnableDefault, &found);
+  MDF_CHECK(
+      status == cudaSuccess && found == cudaDriverEntryPointSuccess &&
+          found_fn != nullptr,
+      "the CUDA driver does not provide ",
+      name,
+      ", which the CUDA communication backend needs");
+  return found_fn;
+}
+
+template <typename Fn>
+Fn driver(const char* name) {
+  return reinterpret_cast<Fn>(driverFunction(name));
+}
+
 BatchMemOp batchMemOp() {
-  static const BatchMemOp fn = [] {
-    void* found_fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t status = cudaGetDriverEntryPointByVersion(
-        "cuStreamBatchMemOp", &found_fn, 12000, cudaEnableDefault, &found);
-    MDF_CHECK(
-        status == cudaSuccess && found == cudaDriverEntryPointSuccess &&
-            found_fn != nullptr,
-        "the CUDA driver does not provide cuStreamBatchMemOp, which the CUDA "
-        "communication backend needs");
-    return reinterpret_cast<BatchMemOp>(found_fn);
-  }();
+  static const BatchMemOp fn = driver<BatchMemOp>("cuStreamBatchMemOp");
   return fn;
 }
+
+// The driver's graph functions that replays of captured permutes use.
+struct GraphDriver {
+  using GetNodes = CUresult (*)(CUgraph, CUgraphNode*, size_t*);
+  using NodeGetType = CUresult (*)(CUgraphNode, CUgraphNodeType*);
+  using GetParams = CUresult (*)(CUgraphNode, CUDA_BATCH_MEM_OP_NODE_PARAMS*);
+  using ExecSetParams = CUresult (*)(
+      CUgraphExec, CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS*);
+
+  GetNodes get_nodes = driver<GetNodes>("cuGraphGetNodes");
+  NodeGetType node_get_type = driver<NodeGetType>("cuGraphNodeGetType");
+  GetParams get_params = driver<GetParams>("cuGraphBatchMemOpNodeGetParams");
+  ExecSetParams exec_set_params =
+      driver<ExecSetParams>("cuGraphExecBatchMemOpNodeSetParams");
+
+  static const GraphDriver& instance() {
+    static const GraphDriver functions;
+    return functions;
+  }
+};
 
 void check(CUresult result, const char* what) {
   MDF_CHECK(
@@ -115,6 +146,33 @@ struct CudaBackend::Team {
   }
 };
 
+// A capture in progress: every team's counts when it began, and the team
+// and channel of each counter its permutes write or wait on.
+struct CudaBackend::Capturing {
+  std::map<Team*, std::vector<uint32_t>> posted_before;
+  std::unordered_map<CUdeviceptr, std::pair<Team*, int64_t>> counters;
+};
+
+// The memory operations of a graph's permutes: for each batch node, its
+// operations, and for each operation the team and channel it counts on and
+// its place among the graph's permutes of that channel (1 for the first).
+struct CudaBackend::Capture {
+  struct Operation {
+    Team* team = nullptr;
+    int64_t channel = 0;
+    uint32_t place = 0;
+  };
+  struct Node {
+    CUgraphNode node = nullptr;
+    CUcontext context = nullptr;
+    std::vector<CUstreamBatchMemOpParams> params;
+    std::vector<Operation> operations;
+  };
+  std::vector<Node> nodes;
+  // The permutes one replay posts, per team and channel.
+  std::map<std::pair<Team*, int64_t>, uint32_t> posted;
+};
+
 CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
     : communicator_(communicator),
       device_(device),
@@ -129,6 +187,12 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
   if (it != teams_.end()) {
     return *it->second;
   }
+  MDF_CHECK(
+      capturing_ == nullptr,
+      "the CUDA backend sets up team ",
+      hir::teamString(members),
+      " inside a CUDA graph capture; a program runs once before it is "
+      "captured");
   auto t = std::make_unique<Team>();
   t->members = members;
   t->me = std::find(members.begin(), members.end(), communicator_.rank()) -
@@ -189,12 +253,21 @@ PendingCollective CudaBackend::permute(
   cudaStream_t stream =
       c10::cuda::getCurrentCUDAStream(device_.index()).stream();
 
-  signalThenWait(
-      stream,
-      t.slot(previous, Team::kReady, channel, t.me),
-      t.slot(t.me, Team::kReady, channel, next),
-      n);
-  Event ready = recordEvent(stream);
+  const CUdeviceptr ready_signal =
+      t.slot(previous, Team::kReady, channel, t.me);
+  const CUdeviceptr ready_wait = t.slot(t.me, Team::kReady, channel, next);
+  const CUdeviceptr done_signal = t.slot(next, Team::kDone, channel, t.me);
+  const CUdeviceptr done_wait = t.slot(t.me, Team::kDone, channel, previous);
+  if (capturing_ != nullptr) {
+    for (CUdeviceptr counter :
+         {ready_signal, ready_wait, done_signal, done_wait}) {
+      capturing_->counters[counter] = {&t, channel};
+    }
+  }
+
+  signalThenWait(stream, ready_signal, ready_wait, n);
+  // Only for the watchdog's report, which a capture has none of.
+  Event ready = capturing_ == nullptr ? recordEvent(stream) : nullptr;
   if (in.nbytes() > 0) {
     MDF_CUDA_CHECK(cudaMemcpyAsync(
         buffers_.peerAddress(landing, next),
@@ -203,19 +276,25 @@ PendingCollective CudaBackend::permute(
         cudaMemcpyDeviceToDevice,
         stream));
   }
-  signalThenWait(
-      stream,
-      t.slot(next, Team::kDone, channel, t.me),
-      t.slot(t.me, Team::kDone, channel, previous),
-      n);
+  signalThenWait(stream, done_signal, done_wait, n);
   Event done = recordEvent(stream);
+  const c10::DeviceIndex index = device_.index();
+  PendingCollective pending({}, [done, index] {
+    MDF_CUDA_CHECK(cudaStreamWaitEvent(
+        c10::cuda::getCurrentCUDAStream(index).stream(), done.get(), 0));
+  });
+  if (capturing_ != nullptr) {
+    // Events recorded in a capture cannot be queried: the graph's replays
+    // are watched instead.
+    return pending;
+  }
 
   Watchdog::Entry entry;
   entry.finished = [done] {
     // Finished, or the device failed, which its user sees.
-    const bool pending = cudaEventQuery(done.get()) == cudaErrorNotReady;
+    const bool running = cudaEventQuery(done.get()) == cudaErrorNotReady;
     (void)cudaGetLastError();
-    return !pending;
+    return !running;
   };
   // Built only if the watchdog reports: permutes are posted on every ring
   // step.
@@ -245,12 +324,110 @@ PendingCollective CudaBackend::permute(
   entry.timeout = communicator_.options().timeout;
   entry.device = device_.index();
   Watchdog::instance().watch(std::move(entry));
+  return pending;
+}
 
-  const c10::DeviceIndex index = device_.index();
-  return PendingCollective({}, [done, index] {
-    MDF_CUDA_CHECK(cudaStreamWaitEvent(
-        c10::cuda::getCurrentCUDAStream(index).stream(), done.get(), 0));
-  });
+void CudaBackend::beginCapture() {
+  MDF_CHECK(capturing_ == nullptr, "a CUDA graph capture is under way");
+  capturing_ = std::make_unique<Capturing>();
+  for (const auto& [members, t] : teams_) {
+    capturing_->posted_before.emplace(t.get(), t->posted);
+  }
+}
+
+void CudaBackend::abortCapture() {
+  if (capturing_ == nullptr) {
+    return;
+  }
+  for (const auto& [t, posted] : capturing_->posted_before) {
+    t->posted = posted;
+  }
+  capturing_.reset();
+}
+
+std::shared_ptr<const CudaBackend::Capture> CudaBackend::endCapture(
+    CUgraph_st* graph) {
+  MDF_CHECK(capturing_ != nullptr, "no CUDA graph capture is under way");
+  std::unique_ptr<Capturing> capturing = std::move(capturing_);
+  auto capture = std::make_shared<Capture>();
+  // What the capture posted, given back: its replays post it.
+  for (const auto& [t, before] : capturing->posted_before) {
+    for (int64_t channel = 0; channel < kChannels; ++channel) {
+      const uint32_t posted = t->posted[channel] - before[channel];
+      if (posted > 0) {
+        capture->posted[{t, channel}] = posted;
+      }
+    }
+    t->posted = before;
+  }
+
+  const GraphDriver& fn = GraphDriver::instance();
+  size_t count = 0;
+  check(fn.get_nodes(graph, nullptr, &count), "cuGraphGetNodes");
+  std::vector<CUgraphNode> nodes(count);
+  check(fn.get_nodes(graph, nodes.data(), &count), "cuGraphGetNodes");
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type{};
+    check(fn.node_get_type(node, &type), "cuGraphNodeGetType");
+    if (type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+      continue;
+    }
+    CUDA_BATCH_MEM_OP_NODE_PARAMS params{};
+    check(fn.get_params(node, &params), "cuGraphBatchMemOpNodeGetParams");
+    Capture::Node captured;
+    captured.node = node;
+    captured.context = params.ctx;
+    captured.params.assign(params.paramArray, params.paramArray + params.count);
+    for (const CUstreamBatchMemOpParams& op : captured.params) {
+      const bool write = op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_32;
+      MDF_CHECK(
+          write || op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32,
+          "a CUDA graph holds a memory operation of type ",
+          op.operation,
+          " that no permute posts");
+      const CUdeviceptr counter =
+          write ? op.writeValue.address : op.waitValue.address;
+      const auto found = capturing->counters.find(counter);
+      MDF_CHECK(
+          found != capturing->counters.end(),
+          "a CUDA graph holds a memory operation on an address that is no "
+          "permute's counter");
+      const auto [t, channel] = found->second;
+      const uint32_t value = write ? op.writeValue.value : op.waitValue.value;
+      captured.operations.push_back(
+          {t, channel, value - capturing->posted_before.at(t)[channel]});
+    }
+    capture->nodes.push_back(std::move(captured));
+  }
+  return capture->nodes.empty() ? nullptr : capture;
+}
+
+void CudaBackend::prepareReplay(const Capture& capture, CUgraphExec_st* exec) {
+  const GraphDriver& fn = GraphDriver::instance();
+  std::vector<CUstreamBatchMemOpParams> params;
+  for (const Capture::Node& node : capture.nodes) {
+    params = node.params;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Capture::Operation& op = node.operations[i];
+      const uint32_t n = op.team->posted[op.channel] + op.place;
+      if (params[i].operation == CU_STREAM_MEM_OP_WRITE_VALUE_32) {
+        params[i].writeValue.value = n;
+      } else {
+        params[i].waitValue.value = n;
+      }
+    }
+    CUDA_BATCH_MEM_OP_NODE_PARAMS update{};
+    update.ctx = node.context;
+    update.count = static_cast<unsigned int>(params.size());
+    update.paramArray = params.data();
+    update.flags = 0;
+    check(
+        fn.exec_set_params(exec, node.node, &update),
+        "cuGraphExecBatchMemOpNodeSetParams");
+  }
+  for (const auto& [where, posted] : capture.posted) {
+    where.first->posted[where.second] += posted;
+  }
 }
 
 bool cudaBackendAvailable() {
@@ -260,6 +437,8 @@ bool cudaBackendAvailable() {
 #else // !MDFUSER_HAS_CUDA
 
 struct CudaBackend::Team {};
+struct CudaBackend::Capture {};
+struct CudaBackend::Capturing {};
 
 CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
     : communicator_(communicator),
@@ -277,6 +456,21 @@ PendingCollective CudaBackend::permute(
     const at::Tensor&,
     int64_t,
     const std::string&) {
+  MDF_UNREACHABLE();
+}
+
+void CudaBackend::beginCapture() {
+  MDF_UNREACHABLE();
+}
+
+std::shared_ptr<const CudaBackend::Capture> CudaBackend::endCapture(
+    CUgraph_st*) {
+  MDF_UNREACHABLE();
+}
+
+void CudaBackend::abortCapture() {}
+
+void CudaBackend::prepareReplay(const Capture&, CUgraphExec_st*) {
   MDF_UNREACHABLE();
 }
 

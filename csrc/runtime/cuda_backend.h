@@ -13,6 +13,11 @@
 #include "runtime/collectives.h"
 #include "runtime/symmetric_memory.h"
 
+// The CUDA graph handles (cudaGraph_t, cudaGraphExec_t), without CUDA's
+// headers.
+struct CUgraph_st;
+struct CUgraphExec_st;
+
 namespace mdfuser {
 
 class Communicator;
@@ -70,14 +75,34 @@ class CudaBackend {
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
 
+  // CUDA graphs of a program (runtime/cuda_graphs.h). Between
+  // beginCapture() and endCapture() the permutes posted are captured, not
+  // run: they set up nothing and are not watched (the replay is), and the
+  // counts they post are given back at the end. A graph replays the counts
+  // of its capture unless told otherwise, whereas each replay's moves must
+  // count on from the permutes posted before it, on every member alike:
+  // prepareReplay() sets the values its memory operations write and wait
+  // for, from this member's counts, and counts its permutes as posted.
+  struct Capture;
+  void beginCapture();
+  // What replays of `graph`, captured since beginCapture(), need; null
+  // when it holds no permute.
+  std::shared_ptr<const Capture> endCapture(CUgraph_st* graph);
+  // Ends a capture that failed.
+  void abortCapture();
+  void prepareReplay(const Capture& capture, CUgraphExec_st* exec);
+
  private:
   struct Team;
+  struct Capturing;
   Team& team(const std::vector<int64_t>& members);
 
   Communicator& communicator_;
   c10::Device device_;
   SymmetricBuffers buffers_;
   std::map<std::vector<int64_t>, std::unique_ptr<Team>> teams_;
+  // Set between beginCapture() and endCapture().
+  std::unique_ptr<Capturing> capturing_;
 };
 
 // Whether this build of mdfuser can run the CUDA backend.

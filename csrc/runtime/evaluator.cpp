@@ -19,6 +19,7 @@
 #include "runtime/collectives.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/cuda_graphs.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_types.h"
 #include "runtime/watchdog.h"
@@ -35,6 +36,8 @@ struct RunState {
   std::unordered_map<const hir::Stream*, c10::Stream> captured;
   std::unordered_map<const hir::Communication*, PendingCollective> pending;
   uint64_t rng_base = 0;
+  // A CUDA graph capture records the run (runtime/cuda_graphs.h).
+  bool capturing = false;
 };
 
 c10d::ReduceOp::RedOpType redOp(hir::ReduceKind kind) {
@@ -106,6 +109,16 @@ class Interpreter {
     if (guard.isActive()) {
       guard.before(profilerName(expr));
     }
+    if (state_.capturing && enqueuesWork(expr)) {
+      // Work enqueued on a stream outside the capture would run now, once,
+      // rather than at each replay, and memory allocated there would not
+      // be the graph's.
+      MDF_CHECK(
+          isCapturing(streams_.current()),
+          "a CUDA graph capture would miss ",
+          expr->toString(),
+          ": its stream does not take part in the capture");
+    }
     if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
       runLoop(loop);
     } else if (
@@ -144,6 +157,16 @@ class Interpreter {
     } else {
       MDF_UNREACHABLE("the evaluator cannot run ", expr->toString());
     }
+  }
+
+  // Whether `expr` enqueues device work or allocates: what must happen on
+  // a stream taking part in a capture. (A Synchronize is how a stream
+  // joins one.)
+  static bool enqueuesWork(const Expr* expr) {
+    return dynamic_cast<const hir::Allocate*>(expr) != nullptr ||
+           dynamic_cast<const hir::Communication*>(expr) != nullptr ||
+           dynamic_cast<const hir::Wait*>(expr) != nullptr ||
+           dynamic_cast<const TensorOp*>(expr) != nullptr;
   }
 
   void runLoop(const hir::ForLoop* loop) {
@@ -500,18 +523,27 @@ HostIrEvaluator::HostIrEvaluator(
     const hir::HostIrContainer& hic,
     c10::Device device,
     Communicator* communicator,
-    std::unique_ptr<CudaBackend>* cuda)
+    std::unique_ptr<CudaBackend>* cuda,
+    bool cuda_graphs)
     : hic_(hic),
       device_(device),
       communicator_(communicator),
       streams_(device),
       cuda_(cuda != nullptr ? *cuda : own_cuda_) {
   numberSymmetricAllocates(hic_.topLevel(), symmetric_numbers_);
+  if (cuda_graphs) {
+    graphs_ = std::make_unique<ProgramGraphs>(device, communicator);
+  }
+}
+
+const ProgramGraphs* HostIrEvaluator::graphs() const {
+  return graphs_.get();
 }
 
 HostIrEvaluator::~HostIrEvaluator() {
-  if (cuda_ != nullptr) {
-    // Copies into and out of the symmetric buffers may still be queued.
+  if (cuda_ != nullptr || graphs_ != nullptr) {
+    // Copies into and out of the symmetric buffers, and replays of the
+    // graphs about to be destroyed, may still be queued.
     // At process exit the CUDA runtime may be gone already, and its work
     // with it: a destructor must not throw.
     try {
@@ -531,11 +563,25 @@ std::vector<at::Tensor> HostIrEvaluator::run(
   if (device_.is_cuda()) {
     device_guard.emplace(device_);
   }
+  if (graphs_ != nullptr) {
+    return graphs_->run(inputs, cuda_.get(), [&](bool capturing) {
+      return runStatements(inputs, extents, rng_base, capturing);
+    });
+  }
+  return runStatements(inputs, extents, rng_base, /*capturing=*/false);
+}
+
+std::vector<at::Tensor> HostIrEvaluator::runStatements(
+    const std::vector<at::Tensor>& inputs,
+    const ScalarEvaluator& extents,
+    uint64_t rng_base,
+    bool capturing) {
   StreamRestorer restore_stream(streams_);
 
   RunState state;
   state.scalars = extents;
   state.rng_base = rng_base;
+  state.capturing = capturing;
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.tensors.emplace(hic_.inputs()[i], inputs[i]);
   }

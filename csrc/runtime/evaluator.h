@@ -16,6 +16,7 @@ namespace mdfuser {
 
 class Communicator;
 class CudaBackend;
+class ProgramGraphs;
 
 // Interprets a host program on one device: ATen *_out calls into the
 // buffers the program allocates, c10d collectives for communications, and
@@ -29,11 +30,14 @@ class HostIrEvaluator {
   // a rank that compiles a program of its own (other input strides, which
   // the ranks do not compare) keeps the counters and symmetric buffers its
   // peers use; null gives the evaluator one of its own.
+  // `cuda_graphs` replays the program as CUDA graphs (ProgramGraphs) where
+  // it can.
   HostIrEvaluator(
       const hir::HostIrContainer& hic,
       c10::Device device,
       Communicator* communicator,
-      std::unique_ptr<CudaBackend>* cuda = nullptr);
+      std::unique_ptr<CudaBackend>* cuda = nullptr,
+      bool cuda_graphs = false);
   ~HostIrEvaluator();
 
   // `extents` binds the symbols of the input extents (see bindInputs);
@@ -44,7 +48,18 @@ class HostIrEvaluator {
       const ScalarEvaluator& extents,
       uint64_t rng_base = 0);
 
+  // The program's CUDA graphs; null unless the evaluator replays them.
+  const ProgramGraphs* graphs() const;
+
  private:
+  // Runs the statements one by one; `capturing` when a CUDA graph capture
+  // records them.
+  std::vector<at::Tensor> runStatements(
+      const std::vector<at::Tensor>& inputs,
+      const ScalarEvaluator& extents,
+      uint64_t rng_base,
+      bool capturing);
+
   const hir::HostIrContainer& hic_;
   c10::Device device_;
   Communicator* communicator_;
@@ -58,6 +73,7 @@ class HostIrEvaluator {
   // iteration and the shape, the key of its buffer, the same in every
   // program of a fusion that allocates the same buffers.
   std::unordered_map<const hir::Allocate*, int64_t> symmetric_numbers_;
+  std::unique_ptr<ProgramGraphs> graphs_;
 };
 
 } // namespace mdfuser

@@ -15,6 +15,7 @@
 #include "runtime/agreement.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/cuda_graphs.h"
 #include "runtime/evaluator.h"
 #include "runtime/input_binding.h"
 
@@ -118,6 +119,18 @@ FusionExecutorCache::FusionExecutorCache(Fusion& definition)
 
 FusionExecutorCache::~FusionExecutorCache() = default;
 
+ProgramGraphs::Stats FusionExecutorCache::graphStats() const {
+  ProgramGraphs::Stats total;
+  for (const auto& [key, program] : programs_) {
+    if (const ProgramGraphs* graphs = program->evaluator->graphs()) {
+      total.eager += graphs->stats().eager;
+      total.captures += graphs->stats().captures;
+      total.replays += graphs->stats().replays;
+    }
+  }
+  return total;
+}
+
 const hir::HostIrContainer* FusionExecutorCache::lastProgram() const {
   return last_ == nullptr ? nullptr : last_->hic.get();
 }
@@ -174,8 +187,11 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   if (std::ostream* os = show(dump.host_ir)) {
     *os << program->hic->toString() << std::flush;
   }
+  if (options.cuda_graph) {
+    checkCudaGraphs(*program->hic, device);
+  }
   program->evaluator = std::make_unique<HostIrEvaluator>(
-      *program->hic, device, &communicator, &cuda_);
+      *program->hic, device, &communicator, &cuda_, options.cuda_graph);
   return program;
 }
 

@@ -10,6 +10,7 @@
 
 #include "host_ir/host_ir_container.h"
 #include "ir/fusion.h"
+#include "runtime/cuda_graphs.h"
 #include "runtime/options.h"
 
 namespace mdfuser {
@@ -54,6 +55,8 @@ class FusionExecutorCache {
   int64_t numAgreements() const {
     return agreements_;
   }
+  // How the programs run with the cuda_graph option ran, summed.
+  ProgramGraphs::Stats graphStats() const;
   // The host program of the most recent run; null before the first. Its
   // fusion's outputs carry the shardings the passes gave them.
   const hir::HostIrContainer* lastProgram() const;

@@ -119,6 +119,7 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       flag("alias_layout_ops", alias_layout_ops),
       flag("fuse_layer_norms", fuse_layer_norms),
       flag("ring_decomposition", ring_decomposition),
+      flag("cuda_graph", cuda_graph),
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
        backend.has_value() ? hir::backendName(*backend) : "default"},
@@ -129,7 +130,7 @@ ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {
   std::vector<std::string> known_enable = {
-      "compute_on_main_stream", "ring_decomposition"};
+      "compute_on_main_stream", "ring_decomposition", "cuda_graph"};
   std::vector<std::string> known_disable = {
       "inplace_allreduce", "alias_layout_ops", "fuse_layer_norms"};
   const auto& ignored_enable = ignoredEnableOptions();
@@ -165,6 +166,9 @@ ExecuteOptions ExecuteOptions::parse(
     }
     if (name == "ring_decomposition") {
       options.ring_decomposition = true;
+    }
+    if (name == "cuda_graph") {
+      options.cuda_graph = true;
     }
   }
   for (const std::string& name : disable) {

@@ -44,6 +44,9 @@ struct ExecuteOptions {
   // Matmul–collective pairs as rings of point-to-point moves
   // (LoweringOptions::ring_decomposition); "ring_decomposition".
   bool ring_decomposition = false;
+  // The program is replayed as CUDA graphs where it can (ProgramGraphs):
+  // "cuda_graph".
+  bool cuda_graph = false;
   // The library carrying communications; unset: NCCL for CUDA tensors, Gloo
   // for CPU tensors.
   std::optional<hir::CommunicatorBackend> backend;

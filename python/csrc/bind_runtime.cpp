@@ -179,6 +179,19 @@ void bindRuntime(py::module_& m) {
       .def_property_readonly("num_programs", &FusionExecutorCache::numPrograms)
       .def_property_readonly(
           "num_agreements", &FusionExecutorCache::numAgreements)
+      .def_property_readonly(
+          "graph_stats",
+          [](const FusionExecutorCache& cache) {
+            const ProgramGraphs::Stats stats = cache.graphStats();
+            py::dict d;
+            d["eager"] = stats.eager;
+            d["captures"] = stats.captures;
+            d["replays"] = stats.replays;
+            return d;
+          },
+          "With the cuda_graph option: how many runs ran the program's "
+          "statements, how many graphs were captured and how many replayed "
+          "(the captures' first replays included).")
       .def(
           "note_failed_run",
           [](FusionExecutorCache& cache, const std::string& error) {

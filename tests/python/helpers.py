@@ -186,29 +186,35 @@ args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs()
 {body}"""
 
 
-def run_absent_peer_job(device: str, backend: str, env: dict[str, str]) -> str:
-    """Runs a row_parallel_job in which both ranks run the fusion once on
-    `backend` (the CommunicatorBackend's name), then rank 1 stops for 25 s
-    while rank 0 runs it again and waits for it. Checks that rank 0 ended,
-    with an error, within the time bound; returns rank 0's stderr."""
+def run_absent_peer_job(
+    device: str, backend: str, env: dict[str, str], options: tuple[str, ...] = (), runs: int = 1
+) -> str:
+    """Runs a row_parallel_job in which both ranks run the fusion `runs`
+    times on `backend` (the CommunicatorBackend's name) with the enable
+    `options`, then rank 1 stops for 25 s while rank 0 runs it again and
+    waits for it. Checks that rank 0 ended, with an error, within the time
+    bound; returns rank 0's stderr."""
+    kwargs = f"backend=CommunicatorBackend.{backend}, _enable_options={list(options)}"
+    call = f"fd.execute(args, {kwargs})"
     job = row_parallel_job(
         device,
         f"""
-fd.execute(args, backend=CommunicatorBackend.{backend})
+for _ in range({runs}):
+    {call}
 torch.cuda.synchronize()
-print("first run done", flush=True)
+print("first runs done", flush=True)
 if comm.rank() == 1:
     time.sleep(25)
     sys.exit(0)
-fd.execute(args, backend=CommunicatorBackend.{backend})
+{call}
 torch.cuda.synchronize()
-print("the second run finished without rank 1", flush=True)
+print("the next run finished without rank 1", flush=True)
 """,
     )
     start = time.monotonic()
     waiting, absent = run_world(job, 2, env, timeout=90)
     assert time.monotonic() - start < 80, "bounded by the timeout, not by a hang"
-    assert "first run done" in waiting.stdout, waiting.stderr
+    assert "first runs done" in waiting.stdout, waiting.stderr
     assert absent.returncode == 0, absent.stderr
     assert "finished without rank 1" not in waiting.stdout
     assert waiting.returncode not in (0, None), waiting.stderr

@@ -26,3 +26,17 @@ def test_an_absent_peer_ends_the_waiting_rank_with_a_message():
     assert "[mdfuser] rank 0 in CollectivePermute (Communication " in message, message
     assert "with team (0 1) on the CUDA backend: waited for rank 1" in message, message
     assert "(more than 3 s)" in message, message
+
+
+def test_an_absent_peer_ends_a_waiting_graph_replay_with_a_message():
+    """The same with the cuda_graph option: the second run captured and
+    replayed the rings, the third replays them without rank 1."""
+    env = {"MDFUSER_TIMEOUT_S": "3"}
+    if torch.cuda.device_count() < 2:
+        env["MDFUSER_SHARE_DEVICES"] = "1"
+    device = '"cuda", comm.local_rank() % torch.cuda.device_count()'
+    message = run_absent_peer_job(device, "cuda", env, options=("cuda_graph",), runs=2)
+    assert "[mdfuser] rank 0 in a CUDA graph replay of a program whose moves run" in message, (
+        message
+    )
+    assert "(more than 3 s)" in message, message

@@ -88,6 +88,9 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
         changed.ring_decomposition = true;
         break;
       case 5:
+        changed.cuda_graph = true;
+        break;
+      case 6:
         changed.backend = hir::CommunicatorBackend::kGloo;
         break;
       default:

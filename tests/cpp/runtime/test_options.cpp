@@ -42,6 +42,18 @@ TEST(ExecuteOptions, RingDecompositionIsChosenByName) {
       ExecuteOptions::parse({"ring_decomposition"}, {}).ring_decomposition);
 }
 
+TEST(ExecuteOptions, CudaGraphsAreChosenByName) {
+  EXPECT_FALSE(ExecuteOptions::parse({}, {}).cuda_graph);
+  const ExecuteOptions options = ExecuteOptions::parse({"cuda_graph"}, {});
+  EXPECT_TRUE(options.cuda_graph);
+  // A program of its own: the option is part of the cache key.
+  bool listed = false;
+  for (const ExecuteOptions::Value& value : options.values()) {
+    listed |= value.name == "cuda_graph" && value.number == 1;
+  }
+  EXPECT_TRUE(listed);
+}
+
 TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
   EXPECT_TRUE(ExecuteOptions::parse({}, {}).inplace_allreduce);
   EXPECT_FALSE(
@@ -57,7 +69,8 @@ TEST(ExecuteOptions, ReferenceNamesAreAcceptedAndUnknownNamesAreNot) {
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({"warp_specialize"}, {}),
       "unknown option 'warp_specialize' in _enable_options; valid options "
-      "are: compute_on_main_stream, ring_decomposition, host_ir_lowering");
+      "are: compute_on_main_stream, ring_decomposition, cuda_graph, "
+      "host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");

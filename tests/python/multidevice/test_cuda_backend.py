@@ -175,3 +175,53 @@ def test_cpu_tensors_are_refused(multidevice_test):
     args = [shard_tensor(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     with pytest.raises(ValueError, match="CPU tensors, which only the Gloo backend carries"):
         fd.execute(args, backend=CUDA)
+
+
+def ring_pair(test, pair: str):
+    """A fusion of `pair` over all ranks in 2 stream chunks, this rank's
+    shards of integer inputs, and the global output."""
+    d = test.size
+    if pair == "allgather_linear":
+        fd = allgather_linear(d, 2, 8, 4 * d, False)
+        full = global_inputs(d * 2 * 3, 8, 4 * d, seed=400)
+    elif pair == "linear_reduce_scatter":
+        fd = linear_reduce_scatter(d, 2, 8 * d, 4)
+        full = global_inputs(d * 2 * 2, 8 * d, 4, seed=401)
+    else:
+        fd = row_parallel_linear(d, 2, 4)
+        full = global_inputs(11, 16, 4, seed=402)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    return fd, args, torch_linear(full, False)
+
+
+@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter", "linear_allreduce"])
+def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
+    """With the cuda_graph option a ring's moves run inside CUDA graphs:
+    each replay counts on from the permutes posted before it, those of the
+    same fusion's program without graphs included, so that graphs and
+    runs of single statements meet in the same counters, run after run."""
+    test = multidevice_test
+    needs_gpus(test)
+    fd, args, full_output = ring_pair(test, pair)
+    for i in range(6):
+        (graphed,) = fd.execute(args, backend=CUDA, _enable_options=["cuda_graph"])
+        (eager,) = fd.execute(args, backend=CUDA)
+        expected = shard_tensor(full_output, fd.output_tensors()[0])
+        assert torch.equal(graphed, eager)
+        assert torch.equal(graphed.cpu(), expected if i % 2 == 0 else expected.neg())
+        args[0].neg_()  # new values at the same address
+    stats = fd._cache.graph_stats
+    assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 5)
+    assert fd._cache.num_programs == 2
+
+
+def test_cuda_graphs_of_nccl_collectives_are_refused(multidevice_test):
+    """NCCL's collectives are not replayed in graphs: a ValueError on
+    every rank before any communication."""
+    test = multidevice_test
+    needs_gpus(test)
+    if test.size == 1:
+        pytest.skip("a team of one communicates nothing")
+    fd, args, _ = ring_pair(test, "linear_allreduce")
+    with pytest.raises(ValueError, match="whose communications run on the CUDA backend"):
+        fd.execute(args, backend=CommunicatorBackend.nccl, _enable_options=["cuda_graph"])

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/cuda_graphs.h"
+
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "host_ir/host_ir_container.h"
+#include "host_ir/nodes.h"
+#include "ir/errors.h"
+#include "ir/ops.h"
+#include "runtime/communicator.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/watchdog.h"
+
+#ifdef MDFUSER_HAS_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace mdfuser {
+
+namespace {
+
+void checkCudaGraphs(const hir::Scope& scope) {
+  for (const Expr* expr : scope.exprs()) {
+    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
+      checkCudaGraphs(loop->body());
+    } else if (
+        const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
+      MDF_USER_CHECK(
+          comm->team().size() == 1 ||
+              comm->backend() == hir::CommunicatorBackend::kCuda,
+          "the cuda_graph option replays programs whose communications run "
+          "on the CUDA backend (backend=CommunicatorBackend.cuda); this one "
+          "has ",
+          communicationTypeName(comm->type()),
+          " on ",
+          hir::backendName(comm->backend()),
+          " with team ",
+          hir::teamString(comm->team()));
+    } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
+      MDF_USER_CHECK(
+          op->type() != OpType::Uniform && op->type() != OpType::Normal,
+          "the cuda_graph option cannot replay ",
+          op->opName(),
+          ", which draws new numbers at every run; a replay would draw the "
+          "same: ",
+          op->toString());
+    }
+  }
+}
+
+} // namespace
+
+void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device) {
+  MDF_USER_CHECK(
+      device.is_cuda(),
+      "the cuda_graph option replays CUDA graphs, which need CUDA tensors; "
+      "the inputs are on ",
+      device);
+  checkCudaGraphs(program.topLevel());
+}
+
+#ifdef MDFUSER_HAS_CUDA
+
+namespace {
+
+#define MDF_CUDA_CHECK(call)            \
+  do {                                  \
+    const cudaError_t status_ = (call); \
+    MDF_CHECK(                          \
+        status_ == cudaSuccess,         \
+        #call,                          \
+        " failed: ",                    \
+        cudaGetErrorString(status_));   \
+  } while (false)
+
+// What a graph of the program reads: each CUDA input's address, and the
+// value of each CPU scalar, which the capture bakes into its kernels.
+std::vector<int64_t> addressesOf(const std::vector<at::Tensor>& inputs) {
+  std::vector<int64_t> key;
+  key.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    if (!t.defined()) {
+      key.push_back(-1);
+    } else if (t.is_cpu()) {
+      const c10::Scalar value = t.item();
+      int64_t bits = 0;
+      if (value.isFloatingPoint()) {
+        const double v = value.toDouble();
+        std::memcpy(&bits, &v, sizeof(bits));
+      } else {
+        bits = value.toLong();
+      }
+      key.push_back(bits);
+    } else {
+      key.push_back(reinterpret_cast<int64_t>(t.data_ptr()));
+    }
+  }
+  return key;
+}
+
+const c10::StorageImpl* storageOf(const at::Tensor& t) {
+  return t.defined() && t.has_storage() ? t.storage().unsafeGetStorageImpl()
+                                        : nullptr;
+}
+
+// Whether an output shares its storage with an input: a graph would hand
+// back the capture's input, not the caller's.
+bool outputsAliasInputs(
+    const std::vector<at::Tensor>& outputs,
+    const std::vector<at::Tensor>& inputs) {
+  for (const at::Tensor& out : outputs) {
+    const c10::StorageImpl* storage = storageOf(out);
+    if (storage == nullptr) {
+      continue;
+    }
+    for (const at::Tensor& in : inputs) {
+      if (storageOf(in) == storage) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+struct ProgramGraphs::Graph {
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  // The CUDA backend's permutes in it; null without.
+  std::shared_ptr<const CudaBackend::Capture> moves;
+  // The graph's own output buffers; the caller gets views of them.
+  std::vector<at::Tensor> outputs;
+  // The references to each output's storage when nothing outside held
+  // one: this graph's outputs and the views' bases among them.
+  std::unordered_map<const c10::StorageImpl*, size_t> held_by_graph;
+
+  void noteReferences() {
+    for (const at::Tensor& t : outputs) {
+      if (const c10::StorageImpl* storage = storageOf(t)) {
+        held_by_graph[storage] = t.storage().use_count();
+      }
+    }
+  }
+
+  // True when no tensor outside the graph holds an output's storage (each
+  // tensor holds a reference to its storage).
+  bool outputsReleased() const {
+    for (const at::Tensor& t : outputs) {
+      if (const c10::StorageImpl* storage = storageOf(t)) {
+        if (t.storage().use_count() > held_by_graph.at(storage)) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+};
+
+struct ProgramGraphs::AddressSet {
+  std::vector<int64_t> addresses;
+  bool outputs_alias_inputs = false;
+  std::vector<std::unique_ptr<Graph>> graphs;
+};
+
+ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
+    : device_(device), communicator_(communicator) {
+  MDF_CHECK(device.is_cuda(), "CUDA graphs need a CUDA device");
+  c10::cuda::CUDAGuard guard(device);
+  cudaStream_t stream = nullptr;
+  MDF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  capture_stream_ = std::shared_ptr<void>(
+      stream, [](void* s) { cudaStreamDestroy(static_cast<cudaStream_t>(s)); });
+}
+
+ProgramGraphs::~ProgramGraphs() = default;
+
+std::vector<at::Tensor> ProgramGraphs::run(
+    const std::vector<at::Tensor>& inputs,
+    CudaBackend* cuda,
+    const Run& statements) {
+  c10::cuda::CUDAGuard guard(device_);
+  if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()))) {
+    // The caller captures a graph of its own, which takes the statements.
+    ++stats_.eager;
+    return statements(/*capturing=*/false);
+  }
+  std::vector<int64_t> addresses = addressesOf(inputs);
+  auto it = sets_.begin();
+  while (it != sets_.end() && it->addresses != addresses) {
+    ++it;
+  }
+  if (it == sets_.end()) {
+    // New addresses: run once before any capture, as a capture needs
+    // (libraries set up their handles and workspaces, the CUDA backend its
+    // buffers), and to see whether the outputs alias the inputs.
+    if (sets_.size() == kAddressSets) {
+      sets_.pop_back();
+    }
+    std::vector<at::Tensor> outputs = statements(/*capturing=*/false);
+    ++stats_.eager;
+    AddressSet set;
+    set.addresses = std::move(addresses);
+    set.outputs_alias_inputs = outputsAliasInputs(outputs, inputs);
+    sets_.push_front(std::move(set));
+    return outputs;
+  }
+  sets_.splice(sets_.begin(), sets_, it);
+  AddressSet& set = sets_.front();
+  if (!set.outputs_alias_inputs) {
+    for (const std::unique_ptr<Graph>& graph : set.graphs) {
+      if (graph->outputsReleased()) {
+        return replay(*graph, cuda);
+      }
+    }
+    if (set.graphs.size() < kGraphsPerSet) {
+      return capture(set, cuda, statements);
+    }
+  }
+  ++stats_.eager;
+  return statements(/*capturing=*/false);
+}
+
+std::vector<at::Tensor> ProgramGraphs::capture(
+    AddressSet& set, CudaBackend* cuda, const Run& statements) {
+  auto graph = std::make_unique<Graph>();
+  graph->graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
+  {
+    c10::cuda::CUDAStreamGuard on_capture_stream(
+        c10::cuda::getStreamFromExternal(
+            static_cast<cudaStream_t>(capture_stream_.get()), device_.index()));
+    if (cuda != nullptr) {
+      cuda->beginCapture();
+    }
+    // Thread-local: other threads (the watchdog's, c10d's) may query their
+    // events meanwhile.
+    graph->graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    try {
+      graph->outputs = statements(/*capturing=*/true);
+    } catch (...) {
+      try {
+        graph->graph->capture_end();
+      } catch (const std::exception&) {
+        // The capture was invalidated by the failure: nothing to keep.
+      }
+      if (cuda != nullptr) {
+        cuda->abortCapture();
+      }
+      throw;
+    }
+    graph->graph->capture_end();
+    graph->noteReferences();
+    if (cuda != nullptr) {
+      graph->moves = cuda->endCapture(graph->graph->raw_cuda_graph());
+    }
+    graph->graph->instantiate();
+  }
+  ++stats_.captures;
+  set.graphs.push_back(std::move(graph));
+  return replay(*set.graphs.back(), cuda);
+}
+
+std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph, CudaBackend* cuda) {
+  if (graph.moves != nullptr) {
+    MDF_CHECK(cuda != nullptr, "a graph of permutes without a CUDA backend");
+    cuda->prepareReplay(*graph.moves, graph.graph->raw_cuda_graph_exec());
+  }
+  graph.graph->replay();
+  ++stats_.replays;
+  if (graph.moves != nullptr && communicator_ != nullptr) {
+    // A replay waits for peers as the permutes in it do: bounded the same
+    // way, as a whole.
+    cudaEvent_t event = nullptr;
+    MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    std::shared_ptr<CUevent_st> done(
+        event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+    MDF_CUDA_CHECK(cudaEventRecord(
+        event, c10::cuda::getCurrentCUDAStream(device_.index()).stream()));
+    Watchdog::Entry entry;
+    entry.finished = [done] {
+      const bool pending = cudaEventQuery(done.get()) == cudaErrorNotReady;
+      (void)cudaGetLastError();
+      return !pending;
+    };
+    entry.describe = [rank = communicator_->rank()] {
+      return detail::concat(
+          "rank ",
+          rank,
+          " in a CUDA graph replay of a program whose moves run on the CUDA "
+          "backend: not finished; a peer did not reach the same run, or "
+          "ended");
+    };
+    entry.timeout = communicator_->options().timeout;
+    entry.device = device_.index();
+    Watchdog::instance().watch(std::move(entry));
+  }
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(graph.outputs.size());
+  for (const at::Tensor& out : graph.outputs) {
+    // Views, so that what the caller keeps shows in the storage's count.
+    outputs.push_back(out.defined() ? out.alias() : out);
+  }
+  return outputs;
+}
+
+bool isCapturing(c10::Stream stream) {
+  if (stream.device_type() != c10::DeviceType::CUDA) {
+    return false;
+  }
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  MDF_CUDA_CHECK(cudaStreamIsCapturing(
+      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream).stream(),
+      &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+
+#else // !MDFUSER_HAS_CUDA
+
+struct ProgramGraphs::Graph {};
+struct ProgramGraphs::AddressSet {};
+
+ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
+    : device_(device), communicator_(communicator) {
+  MDF_USER_ERROR("this build of mdfuser has no CUDA graphs");
+}
+
+ProgramGraphs::~ProgramGraphs() = default;
+
+std::vector<at::Tensor> ProgramGraphs::run(
+    const std::vector<at::Tensor>&, CudaBackend*, const Run&) {
+  MDF_UNREACHABLE();
+}
+
+bool isCapturing(c10::Stream) {
+  return false;
+}
+
+#endif
+
+} // namespace mdfuser

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+namespace mdfuser {
+
+namespace hir {
+class HostIrContainer;
+}
+
+class Communicator;
+class CudaBackend;
+
+// Runs a host program as CUDA graphs (the `cuda_graph` execute option): the
+// host launches one graph instead of running the program's statements one
+// by one, which is what bounds a program of many small GEMMs and moves.
+//
+// A graph reads its inputs and writes its outputs where its capture found
+// them, so graphs are kept per set of input addresses: the first run with
+// new addresses runs the program eagerly, the next captures it and replays
+// the capture, and later runs replay it. The outputs of a replay are the
+// graph's own buffers; a graph whose outputs the caller still holds (a
+// tensor or a view of one) is not replayed, as that would overwrite them:
+// each address set has two graphs taking turns, so that a loop that keeps
+// the previous iteration's outputs while it computes the next replays
+// every time, and a caller that keeps more runs eagerly. Programs whose
+// outputs alias their inputs always run eagerly.
+//
+// Moves of the CUDA backend are captured with the rest; each replay counts
+// on from the permutes posted before it (CudaBackend::prepareReplay) and is
+// watched as a whole: a replay that a peer never meets is reported with the
+// rank and the team after the communicator's timeout.
+class ProgramGraphs {
+ public:
+  struct Stats {
+    int64_t eager = 0;    // runs of the statements, not captured
+    int64_t captures = 0; // graphs captured (each replayed at once)
+    int64_t replays = 0;  // graph launches, the captures' first included
+  };
+  // Runs the program's statements on the current stream; `capturing` when
+  // a capture records them.
+  using Run = std::function<std::vector<at::Tensor>(bool capturing)>;
+
+  // `communicator` may be null when the program has no communication.
+  ProgramGraphs(c10::Device device, Communicator* communicator);
+  ProgramGraphs(const ProgramGraphs&) = delete;
+  ProgramGraphs& operator=(const ProgramGraphs&) = delete;
+  ~ProgramGraphs();
+
+  // `cuda` is the CUDA backend the program's permutes use, or null.
+  std::vector<at::Tensor> run(
+      const std::vector<at::Tensor>& inputs,
+      CudaBackend* cuda,
+      const Run& statements);
+
+  const Stats& stats() const {
+    return stats_;
+  }
+
+  // Address sets kept per program; the least recently used goes first.
+  static constexpr size_t kAddressSets = 4;
+  // Graphs per address set, taking turns.
+  static constexpr size_t kGraphsPerSet = 2;
+
+ private:
+  struct Graph;
+  struct AddressSet;
+
+  std::vector<at::Tensor> capture(
+      AddressSet& set, CudaBackend* cuda, const Run& statements);
+  std::vector<at::Tensor> replay(Graph& graph, CudaBackend* cuda);
+
+  c10::Device device_;
+  Communicator* communicator_;
+  // The stream captures begin on: of its own, never the caller's (which
+  // may be the legacy default stream, which cannot capture).
+  std::shared_ptr<void> capture_stream_;
+  std::list<AddressSet> sets_; // most recently used first
+  Stats stats_;
+};
+
+// The user errors of the cuda_graph option, raised when `program` is
+// compiled: CPU tensors, random numbers drawn anew at every run (a replay
+// would draw the same), and collectives on NCCL, which are not replayed
+// yet (the CUDA backend's moves are).
+void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
+
+// Whether work enqueued on `stream` now is captured into a CUDA graph
+// rather than run; false on the CPU.
+bool isCapturing(c10::Stream stream);
+
+} // namespace mdfuser
