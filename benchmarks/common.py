@@ -115,12 +115,14 @@ def collective_backend(cuda: bool) -> dict:
     return {"backend": CommunicatorBackend.nccl} if cuda else {}
 
 
-def backend_variants(cuda: bool, d: int) -> dict[str, dict]:
+def backend_variants(cuda: bool, d: int, graphs: bool = False) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: the collectives on NCCL, or Gloo on the CPU):
     `mdfuser_ring` the rings on NCCL (or Gloo), `mdfuser_cuda` the CUDA
-    backend's rings on copy engines. None at d = 1, where a team of one has
-    neither collectives nor rings."""
+    backend's rings on copy engines and, with `graphs`,
+    `mdfuser_cuda_graph` the same replayed as CUDA graphs (for programs
+    whose communications are all rings). None at d = 1, where a team of one
+    has neither collectives nor rings."""
     if d == 1:
         return {}
     variants = {
@@ -128,6 +130,11 @@ def backend_variants(cuda: bool, d: int) -> dict[str, dict]:
     }
     if cuda:
         variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
+        if graphs:
+            variants["mdfuser_cuda_graph"] = {
+                "backend": CommunicatorBackend.cuda,
+                "_enable_options": ["cuda_graph"],
+            }
     return variants
 
 

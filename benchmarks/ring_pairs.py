@@ -7,9 +7,9 @@ allgather(x) @ w_local^T, [t, 4h/d]. linear_rs: a row-parallel linear, x
 [t, d*k] and w [h, d*k] split on in_features, its partial sums
 reduce-scattered along t; every rank gets [t/d, h]. Variants: mdfuser (a
 collective per stream chunk), mdfuser_ring (rings of point-to-point moves on
-NCCL or Gloo), mdfuser_cuda (the rings on copy engines), torch_fused
-(PyTorch's async-TP ops), torch_no_overlap, gemm_only and comm_only. See
-benchmarks/README.md.
+NCCL or Gloo), mdfuser_cuda (the rings on copy engines), mdfuser_cuda_graph
+(the same replayed as CUDA graphs), torch_fused (PyTorch's async-TP ops),
+torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 
     torchrun --nproc-per-node 8 benchmarks/ring_pairs.py --json rings.json
     torchrun --nproc-per-node 2 benchmarks/ring_pairs.py --benchmarks linear_rs --k 2048
@@ -232,13 +232,15 @@ def symmetric_memory_group() -> str:
 def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str]]:
     """execute's keyword arguments by mdfuser variant this run can time,
     and the reasons for those it cannot."""
-    runnable = {"mdfuser": {}} | backend_variants(cuda, d)
+    runnable = {"mdfuser": {}} | backend_variants(cuda, d, graphs=True)
     skipped = {}
     if d == 1:
         reason = "d = 1: a team of one has no ring (the same program as mdfuser)"
-        skipped["mdfuser_ring"] = skipped["mdfuser_cuda"] = reason
+        for variant in ("mdfuser_ring", "mdfuser_cuda", "mdfuser_cuda_graph"):
+            skipped[variant] = reason
     elif not cuda:
         skipped["mdfuser_cuda"] = "the CUDA backend needs CUDA tensors"
+        skipped["mdfuser_cuda_graph"] = "CUDA graphs need CUDA tensors"
     return runnable, skipped
 
 
@@ -370,7 +372,7 @@ class Bench:
                 run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()
-                ringed = variant in ("mdfuser_ring", "mdfuser_cuda")
+                ringed = variant in ("mdfuser_ring", "mdfuser_cuda", "mdfuser_cuda_graph")
                 if ringed and not self.has_ring(fd.last_host_ir()):
                     self.skip(name, "the program has no ring (CollectivePermute)")
                     continue

@@ -233,7 +233,9 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
         check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_pipeline(inp, w, s)(), reference)
         check(f"torch_pipeline s={s} vs torch_no_overlap", err, rank)
-        for name, kwargs in backend_variants(inp.is_cuda, dist.get_world_size()).items():
+        for name, kwargs in backend_variants(
+            inp.is_cuda, dist.get_world_size(), graphs=True
+        ).items():
             err = max_rel_err(fd.execute([inp, w], **kwargs)[0], reference)
             check(f"{name} s={s} vs torch_no_overlap", err, rank)
     return reference, errors
@@ -299,7 +301,7 @@ def main() -> None:
         variants.append(("mdfuser_pipeline", s, pipeline, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
         variants.append(("torch_pipeline", s, torch_pipeline(inp, w, s), 1, 1))
-        for name, kwargs in backend_variants(cuda, d).items():
+        for name, kwargs in backend_variants(cuda, d, graphs=True).items():
             ring = lambda fd=fd, kwargs=kwargs: fd.execute([inp, w], **kwargs)  # noqa: E731
             variants.append((name, s, ring, 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))

@@ -402,7 +402,7 @@ class Run:
     def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
         a = case.attention
         median = statistics.median(times) if times else None
-        flops = None if variant in ("host_overhead", "comm_only") else case.flops(self.d)
+        flops = None if variant.startswith(("host_overhead", "comm_only")) else case.flops(self.d)
         result = Result(
             benchmark=f"transformer_{case.block}",
             mode=case.mode,
@@ -596,8 +596,29 @@ class Run:
             self.record(case, "host_overhead", s, [], error=error)
             return
         self.record_host(case, "host_overhead", s, *measured)
+        if self.cuda and self.d == 1:
+            self.graph_host_overhead(case, s, block, inputs, measured[0])
         if self.cuda:
             self.torch_host_overhead(case, full)
+
+    def graph_host_overhead(self, case: Case, s: int, block, inputs: list, ops: int) -> None:
+        """The same calls replayed as CUDA graphs (the cuda_graph option, at
+        d = 1, where the programs have no collective): the host time of one
+        launch in place of the `ops` statements, per statement replaced."""
+
+        def run():
+            return block.fd.execute(inputs, _enable_options=["cuda_graph"])
+
+        def measure():
+            for _ in range(5):
+                run()
+            return (ops, *self.host_times(run))
+
+        measured, error = self.attempt(f"{case.block} {case.mode} graph host overhead", measure)
+        if error:
+            self.record(case, "host_overhead_graph", s, [], error=error)
+            return
+        self.record_host(case, "host_overhead_graph", s, *measured)
 
     def torch_host_overhead(self, case: Case, full: dict) -> None:
         """The reference's host time per CUDA kernel it launches, on the same
@@ -694,7 +715,9 @@ def print_host_overhead(rows: list[Result]) -> None:
     table = []
     for r in rows:
         block = r.benchmark.removeprefix("transformer_")
-        variant = "torch" if r.variant == "host_overhead_torch" else "mdfuser"
+        variant = {"host_overhead_torch": "torch", "host_overhead_graph": "mdfuser_graph"}.get(
+            r.variant, "mdfuser"
+        )
         if r.median_ms is None:
             table.append([block, r.mode, variant, str(r.num_chunks), "FAILED", "", "", ""])
             continue
