@@ -51,6 +51,12 @@ def main() -> None:
         help="what carries the communications (default: NCCL on GPUs, Gloo on CPUs); "
         "cuda: copy engines over symmetric memory, as ring decompositions",
     )
+    parser.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="run three times with the cuda_graph option (the statements, then a "
+        "capture and its replay, then a replay) and check the last",
+    )
     args = parser.parse_args()
 
     comm = Communicator.instance()
@@ -75,9 +81,10 @@ def main() -> None:
     w = torch.randint(-1, 2, (h, 4 * h), dtype=torch.bfloat16)
     inp_tv, w_tv = fd.fusion.inputs()
     backend = None if args.backend is None else getattr(CommunicatorBackend, args.backend)
-    (out,) = fd.execute(
-        [shard_tensor(inp, inp_tv).to(device), shard_tensor(w, w_tv).to(device)], backend=backend
-    )
+    inputs = [shard_tensor(inp, inp_tv).to(device), shard_tensor(w, w_tv).to(device)]
+    options = ["cuda_graph"] if args.cuda_graph else []
+    for _ in range(3 if args.cuda_graph else 1):
+        (out,) = fd.execute(inputs, backend=backend, _enable_options=options)
 
     expected = torch.nn.functional.linear(inp.double(), w.double())
     got = out.cpu().double()
@@ -90,7 +97,8 @@ def main() -> None:
         print(fd.last_host_ir())
         print(
             f"row-parallel linear: d={d} s={args.chunks} h={h} t={t} on {device.type}"
-            f"{'' if args.backend is None else ' over ' + args.backend}: "
+            f"{'' if args.backend is None else ' over ' + args.backend}"
+            f"{', replayed as a CUDA graph' if args.cuda_graph else ''}: "
             f"output {tuple(out.shape)} {'matches' if ok else 'DIFFERS FROM'} torch {how}"
         )
     if not ok:

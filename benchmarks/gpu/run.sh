@@ -179,6 +179,11 @@ if [ "$SANITIZER" -eq 1 ]; then
         torchrun --nproc-per-node 2 --master-port 29397 --no-python \
         compute-sanitizer --tool "$tool" --error-exitcode 99 \
         "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3 --backend cuda
+      step "sanitizer_${tool}_cuda_graph" 150 env MDFUSER_SHARE_DEVICES=$share \
+        torchrun --nproc-per-node 2 --master-port 29398 --no-python \
+        compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3 --backend cuda \
+        --cuda-graph
     done
   fi
 fi
