@@ -397,7 +397,9 @@ class Run:
         variant."""
         if not self.args.rings:
             return {}
-        return backend_variants(self.cuda, self.d)
+        # Every block's rings are its only communications: its CUDA-backend
+        # programs replay as graphs.
+        return backend_variants(self.cuda, self.d, graphs=True)
 
     def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
         a = case.attention
@@ -761,7 +763,7 @@ def parse_args() -> argparse.Namespace:
         "--rings",
         action="store_true",
         help="also time mdfuser_ring (ring_decomposition) and, on GPUs, mdfuser_cuda "
-        "(the CUDA backend) at d > 1",
+        "(the CUDA backend) and mdfuser_cuda_graph (the same as CUDA graphs) at d > 1",
     )
     p.add_argument(
         "--profile",
