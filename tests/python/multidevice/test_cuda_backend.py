@@ -213,6 +213,19 @@ def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
     stats = fd._cache.graph_stats
     assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 5)
     assert fd._cache.num_programs == 2
+    # Replays alone: no synchronizing call, and each equal to the last.
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        replays = [
+            fd.execute(args, backend=CUDA, _enable_options=["cuda_graph"])[0].clone()
+            for _ in range(4)
+        ]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    for replay in replays:
+        assert torch.equal(replay, graphed.neg())
+    assert fd._cache.graph_stats["replays"] == 9
 
 
 def test_cuda_graphs_of_nccl_collectives_are_refused(multidevice_test):
