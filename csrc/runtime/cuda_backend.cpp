@@ -9,6 +9,7 @@
 
 #include "ir/errors.h"
 #include "runtime/communicator.h"
+#include "runtime/cuda_check.h"
 #include "runtime/watchdog.h"
 
 #ifdef MDFUSER_HAS_CUDA
@@ -22,16 +23,6 @@ namespace mdfuser {
 #ifdef MDFUSER_HAS_CUDA
 
 namespace {
-
-#define MDF_CUDA_CHECK(call)            \
-  do {                                  \
-    const cudaError_t status_ = (call); \
-    MDF_CHECK(                          \
-        status_ == cudaSuccess,         \
-        #call,                          \
-        " failed: ",                    \
-        cudaGetErrorString(status_));   \
-  } while (false)
 
 // cuStreamBatchMemOp, from the driver the runtime loaded.
 using BatchMemOp =

@@ -11,6 +11,7 @@
 #include "ir/ops.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/cuda_check.h"
 #include "runtime/watchdog.h"
 
 #ifdef MDFUSER_HAS_CUDA
@@ -67,16 +68,6 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device) {
 #ifdef MDFUSER_HAS_CUDA
 
 namespace {
-
-#define MDF_CUDA_CHECK(call)            \
-  do {                                  \
-    const cudaError_t status_ = (call); \
-    MDF_CHECK(                          \
-        status_ == cudaSuccess,         \
-        #call,                          \
-        " failed: ",                    \
-        cudaGetErrorString(status_));   \
-  } while (false)
 
 // What a graph of the program reads: each CUDA input's address, and the
 // value of each CPU scalar, which the capture bakes into its kernels.
