@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.distributed as dist
@@ -31,15 +31,22 @@ DTYPES = {
 TOLERANCE = 2e-2
 
 
+@dataclass
+class Interleaved:
+    """Timer.interleaved's ms per call of each fn: `ms` by CUDA events (or
+    perf_counter on the CPU), `host_ms` the time the calling thread spent in
+    the call (on CUDA, launching; the same as `ms` on the CPU)."""
+
+    ms: list[list[float]]
+    host_ms: list[list[float]]
+
+
 class Timer:
     """Times fn() per iteration: CUDA events on the current stream, or perf_counter."""
 
     def __init__(self, device: torch.device, warmup: int, iters: int) -> None:
         self.cuda = device.type == "cuda"
         self.device, self.warmup, self.iters = device, warmup, iters
-        # interleaved()'s host ms per call of each fn: on CUDA, the time
-        # the calling thread spends launching (the GPU time is the events').
-        self.host_ms: list[list[float]] = []
 
     def sync(self) -> None:
         """Waits for this rank's GPU, then for all ranks, so variants start together."""
@@ -72,7 +79,7 @@ class Timer:
         self.sync()
         return [start.elapsed_time(end) for start, end in events]
 
-    def interleaved(self, fns: list) -> list[list[float]]:
+    def interleaved(self, fns: list) -> Interleaved:
         """Times each of `fns` per iteration, taking turns: iteration i runs
         every fn once, starting at fn i mod n, so that a GPU whose clock
         drifts over the run (power, heat) slows every variant alike rather
@@ -91,10 +98,9 @@ class Timer:
                     fns[j]()
                     times[j].append((time.perf_counter() - start) * 1e3)
             self.sync()
-            self.host_ms = times
-            return times
+            return Interleaved(times, times)
         events = [[] for _ in fns]
-        self.host_ms = [[] for _ in fns]
+        host_ms = [[] for _ in fns]
         for i in range(self.iters):
             for k in range(n):
                 j = (i + k) % n
@@ -102,11 +108,12 @@ class Timer:
                 start.record()
                 host = time.perf_counter()
                 fns[j]()
-                self.host_ms[j].append((time.perf_counter() - host) * 1e3)
+                host_ms[j].append((time.perf_counter() - host) * 1e3)
                 end.record()
                 events[j].append((start, end))
         self.sync()
-        return [[start.elapsed_time(end) for start, end in pairs] for pairs in events]
+        ms = [[start.elapsed_time(end) for start, end in pairs] for pairs in events]
+        return Interleaved(ms, host_ms)
 
 
 def collective_backend(cuda: bool) -> dict:

@@ -290,10 +290,10 @@ class Bench:
         variants = self.checked(pair)
         variants += [(part, 1, fn, None) for part, fn in pair.parts.items()]
         # Timed taking turns, so that clock drift hits every variant alike.
-        times = self.timer.interleaved([fn for _, _, fn, _ in variants])
+        timed = self.timer.interleaved([fn for _, _, fn, _ in variants])
         flops = 2 * pair.m * pair.n * pair.k
         results = []
-        for (variant, s, _, err), measured, host in zip(variants, times, self.timer.host_ms):
+        for (variant, s, _, err), measured, host in zip(variants, timed.ms, timed.host_ms):
             median = statistics.median(measured)
             has_gemm, has_comm = variant != "comm_only", variant != "gemm_only"
             algbw = pair.comm_bytes / median / 1e6 if has_comm else None

@@ -529,7 +529,7 @@ class Run:
         # Timed taking turns, so that clock drift does not favour the
         # variants timed first.
         times, error = self.attempt(
-            f"{name} timing", lambda: self.timer.interleaved([c[2] for c in checked])
+            f"{name} timing", lambda: self.timer.interleaved([c[2] for c in checked]).ms
         )
         for k, (variant, s, _, err) in enumerate(checked):
             measured = times[k] if times else []
