@@ -140,7 +140,7 @@ step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
   if [ "$SKIP_1PROC" -eq 0 ]; then
-    step pytest_1proc 240 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
+    step pytest_1proc 400 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
     step example_blocks_1proc 90 "$PYTHON" examples/transformer_blocks.py
   else
     # Of the one-process suite, only the GPU fault tests (child jobs).
