@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
-from mdfuser._C import ParallelType, TensorView
+from mdfuser._C import CommunicatorBackend, ParallelType, TensorView
 from mdfuser.fusion_definition import FusionDefinition
 from mdfuser.multidevice import Communicator, DeviceMesh
 from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype
@@ -312,15 +312,23 @@ class FusionDefinitionWrapper:
         self,
         inputs: Sequence[DTensor],
         output_placements: Sequence[Sequence | None] | None = None,
+        *,
+        backend: CommunicatorBackend | None = None,
+        _enable_options: Sequence[str] = (),
+        _disable_options: Sequence[str] = (),
     ) -> list[DTensor]:
         """Runs the fusion on `inputs` (DTensors, all on one mesh).
 
         `output_placements`, when given, holds per output the placements to
         return it with (a sequence of Shard and Replicate, one per mesh
-        dimension), or None to leave it as mdfuser computes it.
+        dimension), or None to leave it as mdfuser computes it. `backend`
+        and the options go to FusionDefinition.execute (doc/options.md).
         """
+        execute = dict(
+            backend=backend, _enable_options=_enable_options, _disable_options=_disable_options
+        )
         try:
-            return self._call(inputs, output_placements)
+            return self._call(inputs, output_placements, execute)
         except Exception as e:
             # Perhaps on this rank only: each program compares with the other
             # ranks before its next run.
@@ -329,7 +337,7 @@ class FusionDefinitionWrapper:
                     compiled.fd._cache.note_failed_run(f"{type(e).__name__}: {e}")
             raise
 
-    def _call(self, inputs, output_placements) -> list[DTensor]:
+    def _call(self, inputs, output_placements, execute: dict) -> list[DTensor]:
         if isinstance(inputs, (torch.Tensor, str)) or not isinstance(inputs, Sequence):
             raise TypeError(
                 f"FusionDefinitionWrapper: expected a list of DTensors, got {type(inputs).__name__}"
@@ -366,7 +374,7 @@ class FusionDefinitionWrapper:
             for _ in spec.partial_dims:
                 t = t.unsqueeze(0)
             local.append(t)
-        outs = compiled.fd.execute(local)
+        outs = compiled.fd.execute(local, **execute)
         return [
             self._to_dtensor(j, out, tv, mesh)
             for j, (out, tv) in enumerate(zip(outs, compiled.fd.output_tensors()))

@@ -346,3 +346,35 @@ def test_ranks_outside_the_dtensors_mesh_are_told_so(dtensor_test):
         ValueError, match=rf"this rank \({test.rank}\) is not in the DTensors' mesh \[0\]"
     ):
         linear(inputs)
+
+
+def test_execute_options_reach_the_program(dtensor_test):
+    """backend and the options go to execute: a row-parallel linear runs
+    its allreduce as rings with ring_decomposition, and an unknown option
+    is refused."""
+    test = dtensor_test.test
+    d = test.size
+    mesh = dtensor_test.mesh((d,))
+    x, w = global_tensor([6, 8 * d], 20), global_tensor([8, 8 * d], 21)
+
+    def define(fd):
+        xs = fd.define_tensor([-1, 8 * d])
+        ws = fd.define_tensor([8, 8 * d])
+        fd.add_output(fd.ops.linear(xs, ws))
+
+    linear = FusionDefinitionWrapper(define)
+    inputs = [
+        distribute(dtensor_test, x, mesh, [Shard(1)]),
+        distribute(dtensor_test, w, mesh, [Shard(1)]),
+    ]
+    (y,) = linear(
+        inputs,
+        output_placements=[[Replicate()]],
+        backend=test.collective_backend,
+        _enable_options=["ring_decomposition"],
+    )
+    torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
+    (compiled,) = linear._compiled.values()
+    assert ("CollectivePermute" in compiled.fd.last_host_ir()) == (d > 1)
+    with pytest.raises(ValueError, match="unknown option 'bogus'"):
+        linear(inputs, _enable_options=["bogus"])
