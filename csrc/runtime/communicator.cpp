@@ -714,8 +714,11 @@ std::vector<std::string> Communicator::exchange(
       hir::teamString(team));
   State& s = state();
   const std::string team_name = hir::teamString(team);
-  const std::string prefix =
-      detail::concat("exchange", team_name, "/", s.exchanges[team_name]++, "/");
+  const int64_t number = s.exchanges[team_name]++;
+  auto prefixOf = [&](int64_t n) {
+    return detail::concat("exchange", team_name, "/", n, "/");
+  };
+  const std::string prefix = prefixOf(number);
   std::vector<std::string> keys;
   for (int64_t r : team) {
     keys.push_back(prefix + std::to_string(r));
@@ -737,34 +740,41 @@ std::vector<std::string> Communicator::exchange(
   // timeouts.
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   Backoff backoff(std::chrono::milliseconds(20));
+  bool complete = false;
   try {
-    while (!s.store->check(keys) &&
+    while (!(complete = s.store->check(keys)) &&
            std::chrono::steady_clock::now() < deadline) {
       backoff.pause();
     }
   } catch (const std::exception& e) {
     throw lost_store(e);
   }
-  std::vector<int64_t> missing;
-  try {
-    for (size_t i = 0; i < team.size(); ++i) {
-      if (!s.store->check({keys[i]})) {
-        missing.push_back(team[i]);
+  if (!complete) {
+    std::vector<int64_t> missing;
+    try {
+      for (size_t i = 0; i < team.size(); ++i) {
+        if (!s.store->check({keys[i]})) {
+          missing.push_back(team[i]);
+        }
       }
+    } catch (const std::exception& e) {
+      throw lost_store(e);
     }
-  } catch (const std::exception& e) {
-    throw lost_store(e);
-  }
-  if (!missing.empty()) {
     throw peersAbsent(
         detail::concat(operation, " with team ", team_name),
         ranksString(missing) + " did not take part" + failedRunsOf(missing));
   }
   std::vector<std::string> values;
   try {
-    for (const std::string& key : keys) {
-      const std::vector<uint8_t> bytes = s.store->get(key);
+    for (const std::vector<uint8_t>& bytes : s.store->multiGet(keys)) {
       values.emplace_back(bytes.begin(), bytes.end());
+    }
+    // Every member posted this exchange, so every member has read the
+    // previous one: this rank's value there is no longer needed. Without
+    // this, a workload that alternates signatures would grow the store by a
+    // key per rank at every run.
+    if (number > 0) {
+      s.store->deleteKey(prefixOf(number - 1) + std::to_string(rank()));
     }
   } catch (const std::exception& e) {
     throw lost_store(e);

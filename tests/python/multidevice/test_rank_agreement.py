@@ -135,6 +135,27 @@ def test_agreeing_ranks_compare_when_the_signature_changes(multidevice_test):
         assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
 
 
+def test_alternating_signatures_keep_the_store_from_growing(multidevice_test):
+    """Each comparison posts a value per rank in the rendezvous store; each
+    rank takes its previous one away once every rank has posted the next,
+    so that a workload alternating signatures does not grow the store."""
+    fd = fusion(multidevice_test)
+    inputs = {rows: shards(multidevice_test, fd, rows) for rows in (12, 6)}
+    store = multidevice_test.comm._store()
+    fd.execute(inputs[12])
+    multidevice_test.comm.barrier()
+    keys = store.num_keys()
+    for _ in range(10):
+        for rows in (6, 12):
+            (out,) = fd.execute(inputs[rows])
+    multidevice_test.comm.barrier()
+    if multidevice_test.rank < 2:
+        assert fd._cache.num_agreements == 21
+        assert torch.equal(out.cpu(), torch.full((12, 8), 32.0, dtype=out.dtype))
+    # 20 comparisons by two ranks: at most the last one's keys remain.
+    assert store.num_keys() - keys <= 2
+
+
 def test_switching_to_another_signature_is_compared_even_when_run_before(multidevice_test):
     """Both ranks ran 12 and then 6 rows; rank 0 switches back to 12 (a
     signature it compiled before) while rank 1 switches to 9: both compare,
