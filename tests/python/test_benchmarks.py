@@ -92,3 +92,15 @@ def test_transformer_blocks_with_rings_on_cpu(tmp_path):
     for r in records:
         if r["variant"] == "mdfuser_ring":
             assert r["max_rel_err"] <= 2e-2, r
+
+
+def test_agreement_on_cpu(tmp_path):
+    path = tmp_path / "agreement.json"
+    results = run_benchmark("agreement", ["--device", "cpu", "--iters", "20", "--json", str(path)])
+    assert "the comparison costs" in results[0].stdout
+    records = {r["variant"]: r for r in json.loads(path.read_text())}
+    assert set(records) == {"same", "alternating"}
+    for r in records.values():
+        assert r["world_size"] == 2 and r["iters"] == 20 and r["median_us"] > 0
+        # No comparison leaves a key behind in the store.
+        assert r["store_keys_per_call"] <= 0.1
