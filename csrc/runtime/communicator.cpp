@@ -294,18 +294,28 @@ Communicator::~Communicator() {
 
 namespace {
 
-// Pauses between polls of the store: short at first, since a peer is
-// usually a fraction of a millisecond behind (each poll is one round trip
-// to the store), then doubling up to `cap`.
+// Pauses between polls of the store (each poll is one round trip to it).
+// A peer is usually a fraction of a millisecond behind: the first 2 ms are
+// polled every 20 us, so that a wait overshoots its arrival by little;
+// from then on the pauses double from 50 us up to `cap`, as the wait may
+// be long.
 class Backoff {
  public:
   explicit Backoff(std::chrono::microseconds cap) : cap_(cap) {}
   void pause() {
+    const auto waited = std::chrono::steady_clock::now() - start_;
+    if (waited < kQuickPolls) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      return;
+    }
     std::this_thread::sleep_for(next_);
     next_ = std::min(next_ * 2, cap_);
   }
 
  private:
+  static constexpr std::chrono::milliseconds kQuickPolls{2};
+  const std::chrono::steady_clock::time_point start_ =
+      std::chrono::steady_clock::now();
   std::chrono::microseconds next_{50};
   std::chrono::microseconds cap_;
 };
