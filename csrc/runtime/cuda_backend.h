@@ -13,11 +13,6 @@
 #include "runtime/collectives.h"
 #include "runtime/symmetric_memory.h"
 
-// The CUDA graph handles (cudaGraph_t, cudaGraphExec_t), without CUDA's
-// headers.
-struct CUgraph_st;
-struct CUgraphExec_st;
-
 namespace mdfuser {
 
 class Communicator;
@@ -25,28 +20,32 @@ class Communicator;
 // The CUDA communication backend (CommunicatorBackend::kCuda): moves data
 // between the members of a team with copy engines, from a local buffer
 // into a peer's symmetric buffer, and orders the moves between ranks with
-// stream memory operations (a 32-bit write and a wait, batched by the
-// driver's cuStreamBatchMemOp) on counters in symmetric memory. It takes no SMs
-// from the computation beside it, and the host never waits for a peer.
+// stream memory operations (32-bit writes and waits, batched by the
+// driver's cuStreamBatchMemOp) on flags in symmetric memory. It takes no
+// SMs from the computation beside it, and the host never waits for a peer.
 //
-// A CollectivePermute on a stream goes, for the n-th permute of that
-// stream ("channel") in the team:
+// A CollectivePermute on a stream ("channel") goes:
 //
-//   ready[previous] = n, wait ready[next] >= n
+//   ready[previous] = 1, wait ready[next] == 1, ready[next] = 0
 //                           this member's receive buffer may be written;
 //                           then the next member's may
 //   copy in -> next's buffer
-//   done[next] = n, wait done[previous] >= n
-//                           after the copy (the write is fenced); then the
-//                           previous member's data has arrived
+//   done[next] = 1, wait done[previous] == 1, done[previous] = 0
+//                           after the copy (the writes are fenced); then
+//                           the previous member's data has arrived
 //
-// Each line with two memory operations is one cuStreamBatchMemOp call.
+// Each line is one cuStreamBatchMemOp call. A member clears each flag it
+// waited for before it raises the next flag of that channel, and a peer
+// raises that flag again only after it saw that next flag: so a flag is
+// never raised twice before it is cleared. The flags thus come back to 0
+// after every permute, and the memory operations are the same at every
+// run: a CUDA graph that captured them replays them as they are.
 //
 // Every member posts the same permutes on the same channels in the same
-// order (the program is the same), so the counts agree. A wait that does
-// not end within the communicator's timeout is reported by a watchdog
-// thread, naming the rank, the peer and the operation, and ends the
-// process (the stream cannot be unblocked), as NCCL's watchdog does.
+// order (the program is the same). A wait that does not end within the
+// communicator's timeout is reported by a watchdog thread, naming the rank,
+// the peer and the operation, and ends the process (the stream cannot be
+// unblocked), as NCCL's watchdog does.
 class CudaBackend {
  public:
   CudaBackend(Communicator& communicator, c10::Device device);
@@ -75,34 +74,14 @@ class CudaBackend {
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
 
-  // CUDA graphs of a program (runtime/cuda_graphs.h). Between
-  // beginCapture() and endCapture() the permutes posted are captured, not
-  // run: they set up nothing and are not watched (the replay is), and the
-  // counts they post are given back at the end. A graph replays the counts
-  // of its capture unless told otherwise, whereas each replay's moves must
-  // count on from the permutes posted before it, on every member alike:
-  // prepareReplay() sets the values its memory operations write and wait
-  // for, from this member's counts, and counts its permutes as posted.
-  struct Capture;
-  void beginCapture();
-  // What replays of `graph`, captured since beginCapture(), need; null
-  // when it holds no permute.
-  std::shared_ptr<const Capture> endCapture(CUgraph_st* graph);
-  // Ends a capture that failed.
-  void abortCapture();
-  void prepareReplay(const Capture& capture, CUgraphExec_st* exec);
-
  private:
   struct Team;
-  struct Capturing;
   Team& team(const std::vector<int64_t>& members);
 
   Communicator& communicator_;
   c10::Device device_;
   SymmetricBuffers buffers_;
   std::map<std::vector<int64_t>, std::unique_ptr<Team>> teams_;
-  // Set between beginCapture() and endCapture().
-  std::unique_ptr<Capturing> capturing_;
 };
 
 // Whether this build of mdfuser can run the CUDA backend.

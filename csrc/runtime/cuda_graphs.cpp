@@ -10,7 +10,6 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "runtime/communicator.h"
-#include "runtime/cuda_backend.h"
 #include "runtime/cuda_check.h"
 #include "runtime/watchdog.h"
 
@@ -122,8 +121,6 @@ bool outputsAliasInputs(
 
 struct ProgramGraphs::Graph {
   std::unique_ptr<at::cuda::CUDAGraph> graph;
-  // The CUDA backend's permutes in it; null without.
-  std::shared_ptr<const CudaBackend::Capture> moves;
   // The graph's own output buffers; the caller gets views of them.
   std::vector<at::Tensor> outputs;
   // The references to each output's storage when nothing outside held
@@ -171,9 +168,7 @@ ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
 ProgramGraphs::~ProgramGraphs() = default;
 
 std::vector<at::Tensor> ProgramGraphs::run(
-    const std::vector<at::Tensor>& inputs,
-    CudaBackend* cuda,
-    const Run& statements) {
+    const std::vector<at::Tensor>& inputs, const Run& statements) {
   c10::cuda::CUDAGuard guard(device_);
   if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()))) {
     // The caller captures a graph of its own, which takes the statements.
@@ -205,11 +200,11 @@ std::vector<at::Tensor> ProgramGraphs::run(
   if (!set.outputs_alias_inputs) {
     for (const std::unique_ptr<Graph>& graph : set.graphs) {
       if (graph->outputsReleased()) {
-        return replay(*graph, cuda);
+        return replay(*graph);
       }
     }
     if (set.graphs.size() < kGraphsPerSet) {
-      return capture(set, cuda, statements);
+      return capture(set, statements);
     }
   }
   ++stats_.eager;
@@ -217,16 +212,13 @@ std::vector<at::Tensor> ProgramGraphs::run(
 }
 
 std::vector<at::Tensor> ProgramGraphs::capture(
-    AddressSet& set, CudaBackend* cuda, const Run& statements) {
+    AddressSet& set, const Run& statements) {
   auto graph = std::make_unique<Graph>();
   graph->graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
   {
     c10::cuda::CUDAStreamGuard on_capture_stream(
         c10::cuda::getStreamFromExternal(
             static_cast<cudaStream_t>(capture_stream_.get()), device_.index()));
-    if (cuda != nullptr) {
-      cuda->beginCapture();
-    }
     // Thread-local: other threads (the watchdog's, c10d's) may query their
     // events meanwhile.
     graph->graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
@@ -238,33 +230,23 @@ std::vector<at::Tensor> ProgramGraphs::capture(
       } catch (const std::exception&) {
         // The capture was invalidated by the failure: nothing to keep.
       }
-      if (cuda != nullptr) {
-        cuda->abortCapture();
-      }
       throw;
     }
     graph->graph->capture_end();
     graph->noteReferences();
-    if (cuda != nullptr) {
-      graph->moves = cuda->endCapture(graph->graph->raw_cuda_graph());
-    }
     graph->graph->instantiate();
   }
   ++stats_.captures;
   set.graphs.push_back(std::move(graph));
-  return replay(*set.graphs.back(), cuda);
+  return replay(*set.graphs.back());
 }
 
-std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph, CudaBackend* cuda) {
-  if (graph.moves != nullptr) {
-    MDF_CHECK(cuda != nullptr, "a graph of permutes without a CUDA backend");
-    cuda->prepareReplay(*graph.moves, graph.graph->raw_cuda_graph_exec());
-  }
+std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
   graph.graph->replay();
   ++stats_.replays;
-  if (graph.moves != nullptr && communicator_ != nullptr) {
-    // A replay waits for peers as the permutes in it do: bounded the same
-    // way, as a whole.
+  if (communicator_ != nullptr) {
+    // A replay waits for peers as the communications in it do: bounded the
+    // same way, as a whole.
     cudaEvent_t event = nullptr;
     MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     std::shared_ptr<CUevent_st> done(
@@ -281,9 +263,8 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph, CudaBackend* cuda) {
       return detail::concat(
           "rank ",
           rank,
-          " in a CUDA graph replay of a program whose moves run on the CUDA "
-          "backend: not finished; a peer did not reach the same run, or "
-          "ended");
+          " in a CUDA graph replay of a program that communicates: not "
+          "finished; a peer did not reach the same run, or ended");
     };
     entry.timeout = communicator_->options().timeout;
     entry.device = device_.index();
@@ -322,7 +303,7 @@ ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
 ProgramGraphs::~ProgramGraphs() = default;
 
 std::vector<at::Tensor> ProgramGraphs::run(
-    const std::vector<at::Tensor>&, CudaBackend*, const Run&) {
+    const std::vector<at::Tensor>&, const Run&) {
   MDF_UNREACHABLE();
 }
 

@@ -18,7 +18,6 @@ class HostIrContainer;
 }
 
 class Communicator;
-class CudaBackend;
 
 // Runs a host program as CUDA graphs (the `cuda_graph` execute option): the
 // host launches one graph instead of running the program's statements one
@@ -35,10 +34,11 @@ class CudaBackend;
 // every time, and a caller that keeps more runs eagerly. Programs whose
 // outputs alias their inputs always run eagerly.
 //
-// Moves of the CUDA backend are captured with the rest; each replay counts
-// on from the permutes posted before it (CudaBackend::prepareReplay) and is
-// watched as a whole: a replay that a peer never meets is reported with the
-// rank and the team after the communicator's timeout.
+// Moves of the CUDA backend are captured with the rest: their memory
+// operations are the same at every run (CudaBackend), so a replay meets its
+// peers' runs, replayed or not. A replay of a program that communicates is
+// watched as a whole: one that a peer never meets is reported with the
+// rank after the communicator's timeout.
 class ProgramGraphs {
  public:
   struct Stats {
@@ -50,17 +50,15 @@ class ProgramGraphs {
   // a capture records them.
   using Run = std::function<std::vector<at::Tensor>(bool capturing)>;
 
-  // `communicator` may be null when the program has no communication.
+  // `communicator` is null when the program exchanges nothing with peers;
+  // otherwise its replays are watched, bounded by its timeout.
   ProgramGraphs(c10::Device device, Communicator* communicator);
   ProgramGraphs(const ProgramGraphs&) = delete;
   ProgramGraphs& operator=(const ProgramGraphs&) = delete;
   ~ProgramGraphs();
 
-  // `cuda` is the CUDA backend the program's permutes use, or null.
   std::vector<at::Tensor> run(
-      const std::vector<at::Tensor>& inputs,
-      CudaBackend* cuda,
-      const Run& statements);
+      const std::vector<at::Tensor>& inputs, const Run& statements);
 
   const Stats& stats() const {
     return stats_;
@@ -75,9 +73,8 @@ class ProgramGraphs {
   struct Graph;
   struct AddressSet;
 
-  std::vector<at::Tensor> capture(
-      AddressSet& set, CudaBackend* cuda, const Run& statements);
-  std::vector<at::Tensor> replay(Graph& graph, CudaBackend* cuda);
+  std::vector<at::Tensor> capture(AddressSet& set, const Run& statements);
+  std::vector<at::Tensor> replay(Graph& graph);
 
   c10::Device device_;
   Communicator* communicator_;

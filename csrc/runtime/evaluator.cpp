@@ -183,7 +183,7 @@ class Interpreter {
 
   // The number, the same on every rank, of the stream that communications
   // posted now go on: the CUDA backend orders each stream's moves on
-  // counters of their own.
+  // flags of their own.
   int64_t channelOf(const hir::Stream* s) const {
     if (s->index() == nullptr) {
       return 0;
@@ -503,6 +503,23 @@ at::Tensor expandBroadcasts(
 
 namespace {
 
+// Whether `scope` exchanges data with peers.
+bool communicates(const hir::Scope& scope) {
+  for (const Expr* expr : scope.exprs()) {
+    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
+      if (communicates(loop->body())) {
+        return true;
+      }
+    } else if (
+        const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
+      if (comm->team().size() > 1) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 void numberSymmetricAllocates(
     const hir::Scope& scope,
     std::unordered_map<const hir::Allocate*, int64_t>& numbers) {
@@ -532,7 +549,8 @@ HostIrEvaluator::HostIrEvaluator(
       cuda_(cuda != nullptr ? *cuda : own_cuda_) {
   numberSymmetricAllocates(hic_.topLevel(), symmetric_numbers_);
   if (cuda_graphs) {
-    graphs_ = std::make_unique<ProgramGraphs>(device, communicator);
+    graphs_ = std::make_unique<ProgramGraphs>(
+        device, communicates(hic_.topLevel()) ? communicator : nullptr);
   }
 }
 
@@ -564,7 +582,7 @@ std::vector<at::Tensor> HostIrEvaluator::run(
     device_guard.emplace(device_);
   }
   if (graphs_ != nullptr) {
-    return graphs_->run(inputs, cuda_.get(), [&](bool capturing) {
+    return graphs_->run(inputs, [&](bool capturing) {
       return runStatements(inputs, extents, rng_base, capturing);
     });
   }

@@ -28,7 +28,7 @@ class HostIrEvaluator {
   // `cuda` is where the CUDA communication backend lives, created on first
   // use: the programs of one fusion share it (FusionExecutorCache), so that
   // a rank that compiles a program of its own (other input strides, which
-  // the ranks do not compare) keeps the counters and symmetric buffers its
+  // the ranks do not compare) keeps the flags and symmetric buffers its
   // peers use; null gives the evaluator one of its own.
   // `cuda_graphs` replays the program as CUDA graphs (ProgramGraphs) where
   // it can.
@@ -65,7 +65,7 @@ class HostIrEvaluator {
   Communicator* communicator_;
   StreamSet streams_;
   std::unique_ptr<CudaBackend> own_cuda_;
-  // The CUDA communication backend with the symmetric buffers and counters
+  // The CUDA communication backend with the symmetric buffers and flags
   // (`own_cuda_` or the caller's), created on first use and kept from run
   // to run.
   std::unique_ptr<CudaBackend>& cuda_;
