@@ -31,9 +31,11 @@
 # ops) at each world size of 2, 4 and 8 the machine has, at H,T (--sizes)
 # and again with the balanced --k 2048, one torchrun per shape. All its
 # records go into one file, $OUT/ring_pairs.json, merged after every run.
-# On a machine of one GPU it runs nothing (the rings need d >= 2). With
-# --blocks it also adds the blocks' ring variants (transformer_blocks.py
-# --rings: mdfuser_ring, mdfuser_cuda).
+# On a machine of one GPU it runs benchmarks/gpu/ring_host_time.py instead:
+# two processes sharing the GPU, the host time per call of the CUDA
+# backend's rings with and without CUDA graphs. With --blocks it also adds
+# the blocks' ring variants (transformer_blocks.py --rings: mdfuser_ring,
+# mdfuser_cuda, mdfuser_cuda_graph).
 #
 # --skip-1proc runs, of the one-process pytest suite, only the GPU fault
 # tests (about 3 minutes less).
@@ -263,7 +265,12 @@ if [ "$BLOCKS" -eq 1 ]; then
 fi
 
 if [ "$RINGS" -eq 1 ]; then
-  [ "$NGPU" -ge 2 ] || echo "rings: skipped, they need 2 GPUs or more" | tee -a "$SUMMARY"
+  if [ "$NGPU" -lt 2 ]; then
+    # Two processes share the GPU: the host time per call of the CUDA
+    # backend's rings, with and without CUDA graphs (GPU times mean little).
+    step ring_host_time 300 env MDFUSER_SHARE_DEVICES=1 torchrun --nproc-per-node 2 \
+      --master-port 29790 benchmarks/gpu/ring_host_time.py
+  fi
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
     i=0
