@@ -7,7 +7,7 @@
 
 #include "ir/errors.h"
 #include "runtime/communicator.h"
-#include "runtime/cuda_check.h"
+#include "runtime/cuda_util.h"
 #include "runtime/watchdog.h"
 
 #ifdef MDFUSER_HAS_CUDA
@@ -26,28 +26,19 @@ namespace {
 using BatchMemOp =
     CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned);
 
-// A driver function the runtime loaded, by name, as of CUDA 12.0.
-void* driverFunction(const char* name) {
-  void* found_fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  const cudaError_t status = cudaGetDriverEntryPointByVersion(
-      name, &found_fn, 12000, cudaEnableDefault, &found);
-  MDF_CHECK(
-      status == cudaSuccess && found == cudaDriverEntryPointSuccess &&
-          found_fn != nullptr,
-      "the CUDA driver does not provide ",
-      name,
-      ", which the CUDA communication backend needs");
-  return found_fn;
-}
-
-template <typename Fn>
-Fn driver(const char* name) {
-  return reinterpret_cast<Fn>(driverFunction(name));
-}
-
 BatchMemOp batchMemOp() {
-  static const BatchMemOp fn = driver<BatchMemOp>("cuStreamBatchMemOp");
+  static const BatchMemOp fn = [] {
+    void* found_fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t status = cudaGetDriverEntryPointByVersion(
+        "cuStreamBatchMemOp", &found_fn, 12000, cudaEnableDefault, &found);
+    MDF_CHECK(
+        status == cudaSuccess && found == cudaDriverEntryPointSuccess &&
+            found_fn != nullptr,
+        "the CUDA driver does not provide cuStreamBatchMemOp, which the CUDA "
+        "communication backend needs");
+    return reinterpret_cast<BatchMemOp>(found_fn);
+  }();
   return fn;
 }
 
@@ -78,25 +69,6 @@ void raiseWaitAndClear(
   ops[2].writeValue.address = wait;
   ops[2].writeValue.value = 0;
   check(batchMemOp()(stream, 3, ops, 0), "cuStreamBatchMemOp");
-}
-
-// Whether work enqueued on `stream` now is captured into a CUDA graph.
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  MDF_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status == cudaStreamCaptureStatusActive;
-}
-
-// A CUDA event without timing, destroyed with its last owner (the destroy
-// is deferred by CUDA until the work it marks is done).
-using Event = std::shared_ptr<CUevent_st>;
-
-Event recordEvent(cudaStream_t stream) {
-  cudaEvent_t event = nullptr;
-  MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  Event owned(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
-  MDF_CUDA_CHECK(cudaEventRecord(event, stream));
-  return owned;
 }
 
 } // namespace
@@ -138,7 +110,7 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
     return *it->second;
   }
   MDF_CHECK(
-      !capturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
+      !isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream()),
       "the CUDA backend sets up team ",
       hir::teamString(members),
       " inside a CUDA graph capture; a program runs once before it is "
@@ -201,7 +173,7 @@ PendingCollective CudaBackend::permute(
   const int64_t previous = (t.me + t.size() - 1) % t.size();
   cudaStream_t stream =
       c10::cuda::getCurrentCUDAStream(device_.index()).stream();
-  const bool captured = capturing(stream);
+  const bool captured = isCapturing(stream);
 
   raiseWaitAndClear(
       stream,
@@ -234,12 +206,7 @@ PendingCollective CudaBackend::permute(
   }
 
   Watchdog::Entry entry;
-  entry.finished = [done] {
-    // Finished, or the device failed, which its user sees.
-    const bool running = cudaEventQuery(done.get()) == cudaErrorNotReady;
-    (void)cudaGetLastError();
-    return !running;
-  };
+  entry.finished = [done] { return eventFinished(done); };
   // Built only if the watchdog reports: permutes are posted on every ring
   // step.
   entry.describe = [ready,

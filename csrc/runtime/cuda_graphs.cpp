@@ -10,7 +10,7 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "runtime/communicator.h"
-#include "runtime/cuda_check.h"
+#include "runtime/cuda_util.h"
 #include "runtime/watchdog.h"
 
 #ifdef MDFUSER_HAS_CUDA
@@ -170,7 +170,7 @@ ProgramGraphs::~ProgramGraphs() = default;
 std::vector<at::Tensor> ProgramGraphs::run(
     const std::vector<at::Tensor>& inputs, const Run& statements) {
   c10::cuda::CUDAGuard guard(device_);
-  if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()))) {
+  if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream())) {
     // The caller captures a graph of its own, which takes the statements.
     ++stats_.eager;
     return statements(/*capturing=*/false);
@@ -247,18 +247,10 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
   if (communicator_ != nullptr) {
     // A replay waits for peers as the communications in it do: bounded the
     // same way, as a whole.
-    cudaEvent_t event = nullptr;
-    MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    std::shared_ptr<CUevent_st> done(
-        event, [](cudaEvent_t e) { cudaEventDestroy(e); });
-    MDF_CUDA_CHECK(cudaEventRecord(
-        event, c10::cuda::getCurrentCUDAStream(device_.index()).stream()));
+    Event done =
+        recordEvent(c10::cuda::getCurrentCUDAStream(device_.index()).stream());
     Watchdog::Entry entry;
-    entry.finished = [done] {
-      const bool pending = cudaEventQuery(done.get()) == cudaErrorNotReady;
-      (void)cudaGetLastError();
-      return !pending;
-    };
+    entry.finished = [done] { return eventFinished(done); };
     entry.describe = [rank = communicator_->rank()] {
       return detail::concat(
           "rank ",
@@ -283,11 +275,8 @@ bool isCapturing(c10::Stream stream) {
   if (stream.device_type() != c10::DeviceType::CUDA) {
     return false;
   }
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  MDF_CUDA_CHECK(cudaStreamIsCapturing(
-      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream).stream(),
-      &status));
-  return status == cudaStreamCaptureStatusActive;
+  return isCapturing(
+      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream).stream());
 }
 
 #else // !MDFUSER_HAS_CUDA
