@@ -284,6 +284,16 @@ std::string Deallocate::toString() const {
   return "Deallocate(" + buffer()->toString() + ")";
 }
 
+void forEachExpr(
+    const Scope& scope, const std::function<void(const Expr*)>& visit) {
+  for (const Expr* expr : scope.exprs()) {
+    visit(expr);
+    if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
+      forEachExpr(loop->body(), visit);
+    }
+  }
+}
+
 std::string teamString(const std::vector<int64_t>& team) {
   std::string s = "(";
   for (size_t i = 0; i < team.size(); ++i) {

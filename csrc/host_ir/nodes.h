@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -379,6 +380,11 @@ class Deallocate : public HostExpr {
 // buffers (runtime/cuda_backend.h), which carries the CollectivePermutes of
 // ring decompositions.
 enum class CommunicatorBackend { kNccl, kGloo, kCuda };
+
+// Calls `visit` on every statement of `scope` in program order, the
+// statements of a loop's body after the loop.
+void forEachExpr(
+    const Scope& scope, const std::function<void(const Expr*)>& visit);
 
 // A team of ranks as the dump and error messages print it: "(0 1)".
 std::string teamString(const std::vector<int64_t>& team);

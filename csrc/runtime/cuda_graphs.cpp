@@ -24,32 +24,28 @@ namespace mdfuser {
 
 namespace {
 
-void checkCudaGraphs(const hir::Scope& scope) {
-  for (const Expr* expr : scope.exprs()) {
-    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
-      checkCudaGraphs(loop->body());
-    } else if (
-        const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
-      MDF_USER_CHECK(
-          comm->team().size() == 1 ||
-              comm->backend() == hir::CommunicatorBackend::kCuda,
-          "the cuda_graph option replays programs whose communications run "
-          "on the CUDA backend (backend=CommunicatorBackend.cuda); this one "
-          "has ",
-          communicationTypeName(comm->type()),
-          " on ",
-          hir::backendName(comm->backend()),
-          " with team ",
-          hir::teamString(comm->team()));
-    } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
-      MDF_USER_CHECK(
-          op->type() != OpType::Uniform && op->type() != OpType::Normal,
-          "the cuda_graph option cannot replay ",
-          op->opName(),
-          ", which draws new numbers at every run; a replay would draw the "
-          "same: ",
-          op->toString());
-    }
+// The user errors of one statement (see checkCudaGraphs of a program).
+void checkStatement(const Expr* expr) {
+  if (const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
+    MDF_USER_CHECK(
+        comm->team().size() == 1 ||
+            comm->backend() == hir::CommunicatorBackend::kCuda,
+        "the cuda_graph option replays programs whose communications run "
+        "on the CUDA backend (backend=CommunicatorBackend.cuda); this one "
+        "has ",
+        communicationTypeName(comm->type()),
+        " on ",
+        hir::backendName(comm->backend()),
+        " with team ",
+        hir::teamString(comm->team()));
+  } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
+    MDF_USER_CHECK(
+        op->type() != OpType::Uniform && op->type() != OpType::Normal,
+        "the cuda_graph option cannot replay ",
+        op->opName(),
+        ", which draws new numbers at every run; a replay would draw the "
+        "same: ",
+        op->toString());
   }
 }
 
@@ -61,7 +57,7 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device) {
       "the cuda_graph option replays CUDA graphs, which need CUDA tensors; "
       "the inputs are on ",
       device);
-  checkCudaGraphs(program.topLevel());
+  hir::forEachExpr(program.topLevel(), checkStatement);
 }
 
 #ifdef MDFUSER_HAS_CUDA

@@ -505,33 +505,23 @@ namespace {
 
 // Whether `scope` exchanges data with peers.
 bool communicates(const hir::Scope& scope) {
-  for (const Expr* expr : scope.exprs()) {
-    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
-      if (communicates(loop->body())) {
-        return true;
-      }
-    } else if (
-        const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
-      if (comm->team().size() > 1) {
-        return true;
-      }
-    }
-  }
-  return false;
+  bool found = false;
+  hir::forEachExpr(scope, [&](const Expr* expr) {
+    const auto* comm = dynamic_cast<const hir::Communication*>(expr);
+    found |= comm != nullptr && comm->team().size() > 1;
+  });
+  return found;
 }
 
 void numberSymmetricAllocates(
     const hir::Scope& scope,
     std::unordered_map<const hir::Allocate*, int64_t>& numbers) {
-  for (const Expr* expr : scope.exprs()) {
-    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
-      numberSymmetricAllocates(loop->body(), numbers);
-    } else if (const auto* alloc = dynamic_cast<const hir::Allocate*>(expr)) {
-      if (alloc->isSymmetric()) {
-        numbers.emplace(alloc, static_cast<int64_t>(numbers.size()));
-      }
+  hir::forEachExpr(scope, [&](const Expr* expr) {
+    const auto* alloc = dynamic_cast<const hir::Allocate*>(expr);
+    if (alloc != nullptr && alloc->isSymmetric()) {
+      numbers.emplace(alloc, static_cast<int64_t>(numbers.size()));
     }
-  }
+  });
 }
 
 } // namespace
