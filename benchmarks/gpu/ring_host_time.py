@@ -10,7 +10,8 @@ For each pair of ring_pairs.py at h = t = 8192 and --k (default 2048) and
 each s: `mdfuser_cuda` (the statements one by one) and
 `mdfuser_cuda_graph` (the cuda_graph option), checked equal bit for bit,
 then --iters calls of each taking turns, each call started on an idle GPU;
-prints the median host µs per call and the statements a call runs.
+prints the median host µs per call and the statements a call runs, and
+with --json writes them (rank 0).
 
     MDFUSER_SHARE_DEVICES=1 torchrun --nproc-per-node 2 benchmarks/gpu/ring_host_time.py
 """
@@ -23,13 +24,14 @@ import statistics
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from common import print_table, statements  # noqa: E402
+from common import print_table, run_info, statements, write_json  # noqa: E402
 from ring_decomposition import allgather_linear, linear_reduce_scatter  # noqa: E402
 
 from mdfuser import CommunicatorBackend, DataType, PythonProfiler  # noqa: E402
@@ -38,6 +40,25 @@ from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
 CUDA = CommunicatorBackend.cuda
 COLUMNS = ["pair", "s", "statements", "cuda_us", "cuda_graph_us", "ratio"]
 WIDTHS = [10, 3, 11, 10, 14, 7]
+
+
+@dataclass
+class Result:
+    benchmark: str  # ag_linear, linear_rs
+    num_chunks: int
+    statements: int  # host-IR statements one call runs
+    mdfuser_cuda_host_us: float  # median host µs per call
+    mdfuser_cuda_graph_host_us: float
+    world_size: int
+    h: int
+    t: int
+    k: int
+    iters: int
+    device: str
+    date: str
+    command: str
+    torch_version: str
+    nccl_env: str
 
 
 def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
@@ -61,13 +82,15 @@ def main() -> None:
     p.add_argument("--k", type=int, default=2048)
     p.add_argument("--chunks", default="1,2,4")
     p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
     args = p.parse_args()
     comm = Communicator.instance()
     d, rank = comm.size(), comm.rank()
     device = torch.device("cuda", comm.local_rank() % torch.cuda.device_count())
     torch.cuda.set_device(device)
     h = t = 8192
-    rows = []
+    rows, results = [], []
+    info = run_info(device)
     for name in ("ag_linear", "linear_rs"):
         for s in (int(c) for c in args.chunks.split(",")):
             (eager_fd, graph_fd), inputs = pair_inputs(name, d, s, h, t, args.k, device)
@@ -101,12 +124,17 @@ def main() -> None:
             cuda_us, graph_us = (statistics.median(host[run]) for run in (eager, graphed))
             ratio = f"{cuda_us / graph_us:.1f}"
             rows.append([name, str(s), str(ops), f"{cuda_us:.1f}", f"{graph_us:.1f}", ratio])
+            results.append(
+                Result(name, s, ops, cuda_us, graph_us, d, h, t, args.k, args.iters, **info)
+            )
     if rank == 0:
         title = (
             f"host us per call, d={d} processes sharing {torch.cuda.get_device_name(device)}, "
             f"h=t=8192 k={args.k}, median of {args.iters} calls each started on an idle GPU"
         )
         print_table(title, COLUMNS, WIDTHS, rows)
+        if args.json:
+            write_json(args.json, results)
 
 
 if __name__ == "__main__":
