@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from common import init_distributed, print_table, run_info, write_json  # noqa: E402
+from common import RunInfo, init_distributed, print_table, run_info, write_json  # noqa: E402
 from row_parallel_linear import define  # noqa: E402
 
 from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
@@ -38,7 +38,7 @@ WIDTHS = [12, 12, 10, 20]
 
 
 @dataclass
-class Result:
+class Result(RunInfo):
     benchmark: str
     variant: str  # same, alternating
     world_size: int
@@ -46,11 +46,6 @@ class Result:
     min_us: float
     store_keys_per_call: float  # keys the rendezvous store gained per call
     iters: int
-    device: str
-    date: str
-    command: str
-    torch_version: str
-    nccl_env: str
 
 
 def timed(run, iters: int, device: torch.device) -> list[float]:

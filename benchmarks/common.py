@@ -32,6 +32,19 @@ TOLERANCE = 2e-2
 
 
 @dataclass
+class RunInfo:
+    """The record fields that describe the run rather than one measurement,
+    which run_info() fills; every benchmark's records derive from it."""
+
+    device: str
+    date: str
+    command: str
+    torch_version: str
+    # The NCCL settings of the run, e.g. "NCCL_MAX_NCHANNELS=8 NCCL_NVLS_ENABLE=0".
+    nccl_env: str
+
+
+@dataclass
 class Interleaved:
     """Timer.interleaved's ms per call of each fn: `ms` by CUDA events (or
     perf_counter on the CPU), `host_ms` the time the calling thread spent in
@@ -196,7 +209,6 @@ def run_info(device: torch.device) -> dict:
         "date": datetime.date.today().isoformat(),
         "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
         "torch_version": torch.__version__,
-        # The NCCL settings of the run, e.g. "NCCL_MAX_NCHANNELS=8 NCCL_NVLS_ENABLE=0".
         "nccl_env": " ".join(
             f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")
         ),

@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 from common import (
     DTYPES,
+    RunInfo,
     Timer,
     add_ratios,
     backend_variants,
@@ -56,9 +57,8 @@ WIDTHS = [17, 3, 11, 9, 9, 12, 12, 8, 10, 13, 7, 8]
 
 
 @dataclass
-class Result:
+class Result(RunInfo):
     benchmark: str
-    device: str
     world_size: int
     variant: str
     num_chunks: int
@@ -74,10 +74,6 @@ class Result:
     tflops: float | None  # 2*m*n*k / median; None without a GEMM
     algbw_gbps: float | None  # the collective's full buffer / median; None without one
     busbw_gbps: float | None  # algbw * (d-1)/d
-    date: str
-    command: str
-    torch_version: str
-    nccl_env: str
     vs_gemm_only: float | None = None
     vs_torch_no_overlap: float | None = None
     overlap_efficiency: float | None = None

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 from common import (
     DTYPES,
+    RunInfo,
     Timer,
     add_ratios,
     backend_variants,
@@ -53,9 +54,8 @@ WIDTHS = [17, 3, 11, 9, 9, 12, 12, 11, 10, 13, 7]
 
 
 @dataclass
-class Result:
+class Result(RunInfo):
     benchmark: str
-    device: str
     world_size: int
     variant: str
     num_chunks: int
@@ -68,12 +68,8 @@ class Result:
     tflops: float | None  # GEMM flops per rank / median; None without a GEMM
     algbw_gbps: float | None  # t*h*elem bytes / median; None without an allreduce
     busbw_gbps: float | None  # algbw * 2(d-1)/d
-    date: str
-    command: str
-    torch_version: str
     nccl_high_priority: bool
     sm_carveout: int
-    nccl_env: str
     vs_torch_streams: float | None = None
     vs_gemm_only: float | None = None
     vs_torch_no_overlap: float | None = None

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from common import (
     DTYPES,
     TOLERANCE,
+    RunInfo,
     Timer,
     backend_variants,
     fmt,
@@ -66,10 +67,9 @@ HOST_WIDTHS = [10, 5, 8, 3, 6, 12, 8, 10]
 
 
 @dataclass
-class Result:
+class Result(RunInfo):
     benchmark: str  # transformer_mlp, transformer_attention or transformer_layer
     mode: str  # tp or sp
-    device: str
     world_size: int
     variant: str
     num_chunks: int
@@ -83,10 +83,6 @@ class Result:
     min_ms: float | None
     max_ms: float | None
     tflops: float | None  # GEMM and attention flops per rank / median
-    date: str
-    command: str
-    torch_version: str
-    nccl_env: str
     vs_torch_streams: float | None = None
     vs_torch_no_overlap: float | None = None
     max_rel_err: float | None = None  # against torch_no_overlap

@@ -31,7 +31,7 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from common import print_table, run_info, statements, write_json  # noqa: E402
+from common import RunInfo, print_table, run_info, statements, write_json  # noqa: E402
 from ring_decomposition import allgather_linear, linear_reduce_scatter  # noqa: E402
 
 from mdfuser import CommunicatorBackend, DataType, PythonProfiler  # noqa: E402
@@ -43,7 +43,7 @@ WIDTHS = [10, 3, 11, 10, 14, 7]
 
 
 @dataclass
-class Result:
+class Result(RunInfo):
     benchmark: str  # ag_linear, linear_rs
     num_chunks: int
     statements: int  # host-IR statements one call runs
@@ -54,11 +54,6 @@ class Result:
     t: int
     k: int
     iters: int
-    device: str
-    date: str
-    command: str
-    torch_version: str
-    nccl_env: str
 
 
 def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
@@ -125,7 +120,19 @@ def main() -> None:
             ratio = f"{cuda_us / graph_us:.1f}"
             rows.append([name, str(s), str(ops), f"{cuda_us:.1f}", f"{graph_us:.1f}", ratio])
             results.append(
-                Result(name, s, ops, cuda_us, graph_us, d, h, t, args.k, args.iters, **info)
+                Result(
+                    benchmark=name,
+                    num_chunks=s,
+                    statements=ops,
+                    mdfuser_cuda_host_us=cuda_us,
+                    mdfuser_cuda_graph_host_us=graph_us,
+                    world_size=d,
+                    h=h,
+                    t=t,
+                    k=args.k,
+                    iters=args.iters,
+                    **info,
+                )
             )
     if rank == 0:
         title = (
