@@ -7,6 +7,7 @@
 
 #include "ir/errors.h"
 #include "runtime/communicator.h"
+#include "runtime/copy_plan.h"
 #include "runtime/cuda_util.h"
 #include "runtime/watchdog.h"
 
@@ -69,6 +70,43 @@ void raiseWaitAndClear(
   ops[2].writeValue.address = wait;
   ops[2].writeValue.value = 0;
   check(batchMemOp()(stream, 3, ops, 0), "cuStreamBatchMemOp");
+}
+
+// Copies `in` to `to`, the address in a peer's memory of `landing` (a
+// view of the same sizes), on `stream`: one copy-engine copy when both are
+// laid out alike and contiguously, one 2-D copy per part of rows otherwise
+// (a ring's chunk cut from a middle axis is one).
+void copyToPeer(
+    const at::Tensor& in,
+    const at::Tensor& landing,
+    void* to,
+    cudaStream_t stream) {
+  const auto* from = static_cast<const char*>(in.data_ptr());
+  auto* dst = static_cast<char*>(to);
+  for (const RowCopy& copy : planRowCopies(
+           in.sizes().vec(),
+           in.strides().vec(),
+           landing.strides().vec(),
+           static_cast<int64_t>(in.element_size()))) {
+    if (copy.height == 1) {
+      MDF_CUDA_CHECK(cudaMemcpyAsync(
+          dst + copy.dst_offset,
+          from + copy.src_offset,
+          copy.width,
+          cudaMemcpyDeviceToDevice,
+          stream));
+    } else {
+      MDF_CUDA_CHECK(cudaMemcpy2DAsync(
+          dst + copy.dst_offset,
+          copy.dst_pitch,
+          from + copy.src_offset,
+          copy.src_pitch,
+          copy.width,
+          copy.height,
+          cudaMemcpyDeviceToDevice,
+          stream));
+    }
+  }
 }
 
 } // namespace
@@ -153,21 +191,20 @@ PendingCollective CudaBackend::permute(
       "; the CUDA backend serves channels 0 to ",
       kChannels - 1);
   MDF_CHECK(
-      in.is_contiguous() && out.is_contiguous() && landing.is_contiguous(),
+      in.dtype() == landing.dtype() && in.numel() == landing.numel(),
       what,
-      " needs contiguous buffers; got strides ",
-      in.strides(),
-      ", ",
-      out.strides(),
-      " and ",
-      landing.strides());
-  MDF_CHECK(
-      in.nbytes() == landing.nbytes(),
-      what,
-      " sends ",
-      in.nbytes(),
-      " bytes into a place of ",
-      landing.nbytes());
+      " sends a ",
+      in.dtype().name(),
+      " tensor of sizes ",
+      in.sizes(),
+      " into a ",
+      landing.dtype().name(),
+      " place of sizes ",
+      landing.sizes());
+  // An input squeezed of its device axis (a part of one row) lacks the
+  // landing's axis of one element.
+  const at::Tensor place =
+      landing.sizes() == in.sizes() ? landing : landing.view(in.sizes());
   Team& t = team(members);
   const int64_t next = (t.me + 1) % t.size();
   const int64_t previous = (t.me + t.size() - 1) % t.size();
@@ -181,13 +218,8 @@ PendingCollective CudaBackend::permute(
       t.slot(t.me, Team::kReady, channel, next));
   // Only for the watchdog's report, which a capture has none of.
   Event ready = captured ? nullptr : recordEvent(stream);
-  if (in.nbytes() > 0) {
-    MDF_CUDA_CHECK(cudaMemcpyAsync(
-        buffers_.peerAddress(landing, next),
-        in.data_ptr(),
-        in.nbytes(),
-        cudaMemcpyDeviceToDevice,
-        stream));
+  if (in.numel() > 0) {
+    copyToPeer(in, place, buffers_.peerAddress(landing, next), stream);
   }
   raiseWaitAndClear(
       stream,

@@ -17,10 +17,17 @@ import re
 import pytest
 import torch
 from helpers import row_parallel_linear
-from ring_helpers import allgather_linear, global_inputs, linear_reduce_scatter, torch_linear
+from ring_helpers import (
+    allgather_linear,
+    global_inputs,
+    integers,
+    linear_reduce_scatter,
+    split_across,
+    torch_linear,
+)
 
-from mdfuser import CommunicatorBackend
-from mdfuser.multidevice import shard_tensor
+from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
+from mdfuser.multidevice import DeviceMesh, shard_tensor
 
 CUDA = CommunicatorBackend.cuda
 
@@ -94,6 +101,37 @@ def test_linear_allreduce(multidevice_test, s, t):
     # The reduce-scatter ring, then the allgather ring, in a symmetric
     # stand-in for the output, copied into it.
     expect_cuda_rings(test, fd.last_host_ir(), 2)
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_a_chunk_cut_from_a_middle_axis_moves_in_rows(multidevice_test, streams):
+    """x [b, t, k] with the tokens (axis 1) across the devices: each ring
+    step moves a part of axis 1, b rows of contiguous memory apart."""
+    test = multidevice_test
+    needs_gpus(test)
+    d = test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([3, -1, 8], dtype=DataType.BFloat16)
+        w = fd.define_tensor([4 * d, 8], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.linear(x, w))
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w):
+            tv.set_device_mesh(mesh)
+        if streams > 1:
+            x.outer_split(1, streams)
+            x.axis(1).parallelize(ParallelType.stream)
+        split_across(x, 1 if streams == 1 else 2, d)
+        split_across(w, 0, d)
+    g = torch.Generator().manual_seed(31)
+    full = [integers((3, 4 * d, 8), g), integers((4 * d, 8), g)]
+    args = [test.shard(t, tv) for t, tv in zip(full, fd.fusion.inputs())]
+    (got,) = fd.execute(args, backend=CUDA)
+    expected = torch.nn.functional.linear(full[0].double(), full[1].double())
+    assert torch.equal(got.cpu(), shard_tensor(expected.to(torch.bfloat16), fd.output_tensors()[0]))
+    program = fd.last_host_ir()
+    expect_cuda_rings(test, program, 1)
+    if d > 1:
+        assert "axis = 1, index = " in program, program
 
 
 def test_steady_state_repeats_bit_identically_without_host_syncs(multidevice_test):
