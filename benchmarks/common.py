@@ -139,9 +139,9 @@ def backend_variants(cuda: bool, d: int, graphs: bool = False) -> dict[str, dict
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: the collectives on NCCL, or Gloo on the CPU):
     `mdfuser_ring` the rings on NCCL (or Gloo), `mdfuser_cuda` the CUDA
-    backend's rings on copy engines and, with `graphs`,
-    `mdfuser_cuda_graph` the same replayed as CUDA graphs (for programs
-    whose communications are all rings). None at d = 1, where a team of one
+    backend's rings on copy engines and, with `graphs`, `mdfuser_graph`
+    and `mdfuser_cuda_graph`: NCCL's collectives and the CUDA backend's
+    rings replayed as CUDA graphs. None at d = 1, where a team of one
     has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -151,6 +151,10 @@ def backend_variants(cuda: bool, d: int, graphs: bool = False) -> dict[str, dict
     if cuda:
         variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
         if graphs:
+            variants["mdfuser_graph"] = {
+                **collective_backend(cuda),
+                "_enable_options": ["cuda_graph"],
+            }
             variants["mdfuser_cuda_graph"] = {
                 "backend": CommunicatorBackend.cuda,
                 "_enable_options": ["cuda_graph"],

@@ -7,8 +7,9 @@ allgather(x) @ w_local^T, [t, 4h/d]. linear_rs: a row-parallel linear, x
 [t, d*k] and w [h, d*k] split on in_features, its partial sums
 reduce-scattered along t; every rank gets [t/d, h]. Variants: mdfuser (a
 collective per stream chunk), mdfuser_ring (rings of point-to-point moves on
-NCCL or Gloo), mdfuser_cuda (the rings on copy engines), mdfuser_cuda_graph
-(the same replayed as CUDA graphs), torch_fused (PyTorch's async-TP ops),
+NCCL or Gloo), mdfuser_cuda (the rings on copy engines), mdfuser_graph and
+mdfuser_cuda_graph (mdfuser and mdfuser_cuda replayed as CUDA graphs),
+torch_fused (PyTorch's async-TP ops),
 torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 
     torchrun --nproc-per-node 8 benchmarks/ring_pairs.py --json rings.json
@@ -232,11 +233,11 @@ def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str
     skipped = {}
     if d == 1:
         reason = "d = 1: a team of one has no ring (the same program as mdfuser)"
-        for variant in ("mdfuser_ring", "mdfuser_cuda", "mdfuser_cuda_graph"):
+        for variant in ("mdfuser_ring", "mdfuser_cuda", "mdfuser_graph", "mdfuser_cuda_graph"):
             skipped[variant] = reason
     elif not cuda:
         skipped["mdfuser_cuda"] = "the CUDA backend needs CUDA tensors"
-        skipped["mdfuser_cuda_graph"] = "CUDA graphs need CUDA tensors"
+        skipped["mdfuser_graph"] = skipped["mdfuser_cuda_graph"] = "CUDA graphs need CUDA tensors"
     return runnable, skipped
 
 

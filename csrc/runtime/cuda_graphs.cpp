@@ -26,19 +26,7 @@ namespace {
 
 // The user errors of one statement (see checkCudaGraphs of a program).
 void checkStatement(const Expr* expr) {
-  if (const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
-    MDF_USER_CHECK(
-        comm->team().size() == 1 ||
-            comm->backend() == hir::CommunicatorBackend::kCuda,
-        "the cuda_graph option replays programs whose communications run "
-        "on the CUDA backend (backend=CommunicatorBackend.cuda); this one "
-        "has ",
-        communicationTypeName(comm->type()),
-        " on ",
-        hir::backendName(comm->backend()),
-        " with team ",
-        hir::teamString(comm->team()));
-  } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
+  if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
     MDF_USER_CHECK(
         op->type() != OpType::Uniform && op->type() != OpType::Normal,
         "the cuda_graph option cannot replay ",

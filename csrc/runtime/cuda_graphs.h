@@ -34,11 +34,12 @@ class Communicator;
 // every time, and a caller that keeps more runs eagerly. Programs whose
 // outputs alias their inputs always run eagerly.
 //
-// Moves of the CUDA backend are captured with the rest: their memory
-// operations are the same at every run (CudaBackend), so a replay meets its
-// peers' runs, replayed or not. A replay of a program that communicates is
-// watched as a whole: one that a peer never meets is reported with the
-// rank after the communicator's timeout.
+// Communications are captured with the rest: NCCL's collectives (c10d's
+// NCCL process group supports capture), and the CUDA backend's moves,
+// whose memory operations are the same at every run (CudaBackend), so
+// that a replay meets its peers' runs, replayed or not. A replay of a program
+// that communicates is watched as a whole: one that a peer never meets is
+// reported with the rank after the communicator's timeout.
 class ProgramGraphs {
  public:
   struct Stats {
@@ -86,9 +87,8 @@ class ProgramGraphs {
 };
 
 // The user errors of the cuda_graph option, raised when `program` is
-// compiled: CPU tensors, random numbers drawn anew at every run (a replay
-// would draw the same), and collectives on NCCL, which are not replayed
-// yet (the CUDA backend's moves are).
+// compiled: CPU tensors, and random numbers drawn anew at every run (a
+// replay would draw the same).
 void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 
 // Whether work enqueued on `stream` now is captured into a CUDA graph

@@ -376,7 +376,9 @@ class Interpreter {
     }
     c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());
     PendingCollective pending = postCollective(backend, request);
-    if (comm->backend() == hir::CommunicatorBackend::kNccl) {
+    if (comm->backend() == hir::CommunicatorBackend::kNccl &&
+        !state_.capturing) {
+      // A capture's work cannot be queried: its replays are watched.
       watch(comm, pending);
     }
     state_.pending.insert_or_assign(comm, std::move(pending));

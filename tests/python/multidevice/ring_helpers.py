@@ -6,6 +6,7 @@ and global inputs whose sums are exact in bf16."""
 from __future__ import annotations
 
 import torch
+from helpers import row_parallel_linear
 from ring_decomposition import (  # noqa: F401 (re-exported to the tests)
     allgather_linear,
     linear_reduce_scatter,
@@ -26,3 +27,20 @@ def global_inputs(t: int, k: int, n: int, seed: int) -> dict[str, torch.Tensor]:
 def torch_linear(full: dict[str, torch.Tensor], bias: bool) -> torch.Tensor:
     b = full["b"].double() if bias else None
     return torch.nn.functional.linear(full["x"].double(), full["w"].double(), b).to(torch.bfloat16)
+
+
+def ring_pair(test, pair: str):
+    """A fusion of `pair` over all ranks in 2 stream chunks, this rank's
+    shards of integer inputs, and the global output."""
+    d = test.size
+    if pair == "allgather_linear":
+        fd = allgather_linear(d, 2, 8, 4 * d, False)
+        full = global_inputs(d * 2 * 3, 8, 4 * d, seed=400)
+    elif pair == "linear_reduce_scatter":
+        fd = linear_reduce_scatter(d, 2, 8 * d, 4)
+        full = global_inputs(d * 2 * 2, 8 * d, 4, seed=401)
+    else:
+        fd = row_parallel_linear(d, 2, 4)
+        full = global_inputs(11, 16, 4, seed=402)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    return fd, args, torch_linear(full, False)

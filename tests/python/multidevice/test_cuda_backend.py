@@ -22,6 +22,7 @@ from ring_helpers import (
     global_inputs,
     integers,
     linear_reduce_scatter,
+    ring_pair,
     split_across,
     torch_linear,
 )
@@ -215,23 +216,6 @@ def test_cpu_tensors_are_refused(multidevice_test):
         fd.execute(args, backend=CUDA)
 
 
-def ring_pair(test, pair: str):
-    """A fusion of `pair` over all ranks in 2 stream chunks, this rank's
-    shards of integer inputs, and the global output."""
-    d = test.size
-    if pair == "allgather_linear":
-        fd = allgather_linear(d, 2, 8, 4 * d, False)
-        full = global_inputs(d * 2 * 3, 8, 4 * d, seed=400)
-    elif pair == "linear_reduce_scatter":
-        fd = linear_reduce_scatter(d, 2, 8 * d, 4)
-        full = global_inputs(d * 2 * 2, 8 * d, 4, seed=401)
-    else:
-        fd = row_parallel_linear(d, 2, 4)
-        full = global_inputs(11, 16, 4, seed=402)
-    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
-    return fd, args, torch_linear(full, False)
-
-
 @pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter", "linear_allreduce"])
 def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
     """With the cuda_graph option a ring's moves run inside CUDA graphs:
@@ -264,15 +248,3 @@ def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
     for replay in replays:
         assert torch.equal(replay, graphed.neg())
     assert fd._cache.graph_stats["replays"] == 9
-
-
-def test_cuda_graphs_of_nccl_collectives_are_refused(multidevice_test):
-    """NCCL's collectives are not replayed in graphs: a ValueError on
-    every rank before any communication."""
-    test = multidevice_test
-    needs_gpus(test)
-    if test.size == 1:
-        pytest.skip("a team of one communicates nothing")
-    fd, args, _ = ring_pair(test, "linear_allreduce")
-    with pytest.raises(ValueError, match="whose communications run on the CUDA backend"):
-        fd.execute(args, backend=CommunicatorBackend.nccl, _enable_options=["cuda_graph"])
