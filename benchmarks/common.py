@@ -137,18 +137,20 @@ def collective_backend(cuda: bool) -> dict:
 
 def backend_variants(cuda: bool, d: int, graphs: bool = False) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
-    default (`mdfuser`: the collectives on NCCL, or Gloo on the CPU):
-    `mdfuser_ring` the rings on NCCL (or Gloo), `mdfuser_cuda` the CUDA
-    backend's rings on copy engines and, with `graphs`, `mdfuser_graph`
-    and `mdfuser_cuda_graph`: NCCL's collectives and the CUDA backend's
-    rings replayed as CUDA graphs. None at d = 1, where a team of one
-    has neither collectives nor rings."""
+    default (`mdfuser`: on GPUs that map each other's memory the CUDA
+    backend's rings, NCCL's collectives on other GPUs, Gloo's on the CPU):
+    `mdfuser_nccl` NCCL's collectives, `mdfuser_ring` the rings on NCCL (or
+    Gloo), `mdfuser_cuda` the CUDA backend's rings on copy engines and,
+    with `graphs`, `mdfuser_graph` and `mdfuser_cuda_graph`: NCCL's
+    collectives and the CUDA backend's rings replayed as CUDA graphs. None
+    at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
     variants = {
         "mdfuser_ring": {"_enable_options": ["ring_decomposition"], **collective_backend(cuda)}
     }
     if cuda:
+        variants["mdfuser_nccl"] = collective_backend(cuda)
         variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
         if graphs:
             variants["mdfuser_graph"] = {

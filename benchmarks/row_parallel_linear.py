@@ -352,7 +352,7 @@ def main() -> None:
     add_torch_streams_ratio(results)
     if args.trace:
         traced = {"mdfuser": {}} | {
-            k: v for k, v in backend_variants(cuda, d).items() if k == "mdfuser_cuda"
+            k: v for k, v in backend_variants(cuda, d).items() if k == "mdfuser_nccl"
         }
         for variant, kwargs in traced.items():
             fd = fds[max(args.chunks)]

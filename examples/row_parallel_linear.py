@@ -48,7 +48,8 @@ def main() -> None:
     parser.add_argument(
         "--backend",
         choices=["nccl", "cuda", "gloo"],
-        help="what carries the communications (default: NCCL on GPUs, Gloo on CPUs); "
+        help="what carries the communications (default: the CUDA backend on GPUs of one "
+        "host that map each other's memory, else NCCL; Gloo on CPUs); "
         "cuda: copy engines over symmetric memory, as ring decompositions",
     )
     parser.add_argument(

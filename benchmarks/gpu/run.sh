@@ -222,7 +222,7 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
       --json "$OUT/row_parallel_linear_d$n.json" "${trace[@]}"
     cp "$WORK/trace_d$n/trace_rank0.json" "$OUT/trace_d${n}_rank0.json" 2>/dev/null
-    cp "$WORK/trace_d$n/trace_mdfuser_cuda_rank0.json" "$OUT/trace_cuda_d${n}_rank0.json" 2>/dev/null
+    cp "$WORK/trace_d$n/trace_mdfuser_nccl_rank0.json" "$OUT/trace_nccl_d${n}_rank0.json" 2>/dev/null
     # The balanced shape of d = 2, where the GEMM and the allreduce alone
     # take about as long (doc/benchmarks.md).
     if [ "$n" -eq 2 ] && [ "$BALANCED" -eq 1 ]; then

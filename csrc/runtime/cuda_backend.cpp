@@ -274,6 +274,35 @@ bool cudaBackendAvailable() {
   return true;
 }
 
+bool cudaBackendReachesPeers(
+    const Communicator& communicator, c10::Device device) {
+  if (!device.is_cuda() || communicator.size() < 2 ||
+      communicator.localSize() != communicator.size()) {
+    return false;
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const int me = device.index();
+  for (int64_t r = 0; r < communicator.localSize(); ++r) {
+    // Local rank r's GPU, numbered as input binding numbers them.
+    const int peer =
+        static_cast<int>(communicator.options().share_devices ? r % count : r);
+    if (peer == me) {
+      continue;
+    }
+    int can = 0;
+    if (peer >= count ||
+        cudaDeviceCanAccessPeer(&can, me, peer) != cudaSuccess || can == 0) {
+      (void)cudaGetLastError();
+      return false;
+    }
+  }
+  return true;
+}
+
 #else // !MDFUSER_HAS_CUDA
 
 struct CudaBackend::Team {};
@@ -298,6 +327,10 @@ PendingCollective CudaBackend::permute(
 }
 
 bool cudaBackendAvailable() {
+  return false;
+}
+
+bool cudaBackendReachesPeers(const Communicator&, c10::Device) {
   return false;
 }
 

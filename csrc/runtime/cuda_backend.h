@@ -87,4 +87,13 @@ class CudaBackend {
 // Whether this build of mdfuser can run the CUDA backend.
 bool cudaBackendAvailable();
 
+// Whether the CUDA backend can carry the communications of this job on
+// `device` (this rank's GPU): a build with it, every rank of the job on this
+// host, and this GPU able to map the memory of every GPU the other ranks
+// use (peer access over NVLink or PCIe; a GPU that ranks share maps its own
+// memory). The answer is the same on every rank of a host whose GPUs all
+// reach each other, which makes it a default the ranks agree on.
+bool cudaBackendReachesPeers(
+    const Communicator& communicator, c10::Device device);
+
 } // namespace mdfuser

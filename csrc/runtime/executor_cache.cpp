@@ -135,6 +135,23 @@ const hir::HostIrContainer* FusionExecutorCache::lastProgram() const {
   return last_ == nullptr ? nullptr : last_->hic.get();
 }
 
+namespace {
+
+// Gloo for CPU tensors; for CUDA tensors the CUDA backend, whose copy
+// engines take no SMs from the computation beside them, where it reaches
+// every peer, and NCCL otherwise.
+hir::CommunicatorBackend defaultBackend(
+    const Communicator& communicator, c10::Device device) {
+  if (!device.is_cuda()) {
+    return hir::CommunicatorBackend::kGloo;
+  }
+  return cudaBackendReachesPeers(communicator, device)
+             ? hir::CommunicatorBackend::kCuda
+             : hir::CommunicatorBackend::kNccl;
+}
+
+} // namespace
+
 std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
@@ -153,9 +170,8 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   }
 
   hir::LoweringOptions lowering;
-  lowering.backend = options.backend.value_or(
-      device.is_cuda() ? hir::CommunicatorBackend::kNccl
-                       : hir::CommunicatorBackend::kGloo);
+  lowering.backend =
+      options.backend.value_or(defaultBackend(communicator, device));
   MDF_USER_CHECK(
       device.is_cuda() || lowering.backend == hir::CommunicatorBackend::kGloo,
       "the inputs are CPU tensors, which only the Gloo backend carries; "

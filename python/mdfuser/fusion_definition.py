@@ -320,9 +320,11 @@ class FusionDefinition:
         new input signature (sizes, strides, dtypes, device) compiles the
         fusion; later calls reuse the program. Once executed, the fusion's
         schedule can no longer change. ``backend`` picks the library that
-        carries communications (default: NCCL for CUDA tensors, Gloo for CPU
-        tensors); ``device`` is accepted for compatibility and must match
-        the inputs' device when given. mdfuser schedules every fusion:
+        carries communications (default: for CUDA tensors the CUDA backend's
+        copy engines where every rank is on this host and the GPUs map each
+        other's memory, NCCL otherwise; Gloo for CPU tensors); ``device`` is
+        accepted for compatibility and must match the inputs' device when
+        given. mdfuser schedules every fusion:
         ``auto_schedule=False`` (manual scheduling) is refused.
         """
         try:

@@ -205,6 +205,26 @@ def test_cuda_and_nccl_programs_are_compiled_apart(multidevice_test):
     assert fd._cache.num_programs == 2
 
 
+def test_the_default_where_the_gpus_map_each_other_is_the_cuda_backend(multidevice_test):
+    """Every rank on one host, each GPU reaching the others: execute's
+    default carries the rings on copy engines; NCCL stays a choice."""
+    test = multidevice_test
+    needs_gpus(test)
+    if test.size == 1 or test.comm.local_size() != test.size:
+        pytest.skip("needs two processes or more on one host")
+    fd = row_parallel_linear(test.size, 1, 4)
+    full = global_inputs(8, 16, 4, seed=11)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (default,) = fd.execute(args)
+    program = fd.last_host_ir()
+    assert "type=CollectivePermute" in program and "backend=CUDA" in program, program
+    assert "backend=NCCL" not in program, program
+    if test.comm.local_size() <= torch.cuda.device_count():
+        (nccl,) = fd.execute(args, backend=CommunicatorBackend.nccl)
+        assert "type=Allreduce" in fd.last_host_ir()
+        assert torch.equal(default, nccl)
+
+
 def test_cpu_tensors_are_refused(multidevice_test):
     """The CUDA backend carries CUDA tensors only: a ValueError before any
     communication, on every rank alike."""
