@@ -139,6 +139,10 @@ step build 400 cmake --build "$ROOT/build-gpu" -j "$(nproc)"
 step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s|torch_python'"
 
 # --- tests -----------------------------------------------------------------
+# Native tracebacks: pytest's own print the arguments of every frame, and
+# printing a CUDA tensor waits for its stream, which a failed rank's peer
+# may have left stuck; the report then hangs instead of naming the failure.
+MULTI_PYTEST=(-q -p no:cacheprovider --tb=native)
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
   if [ "$SKIP_1PROC" -eq 0 ]; then
@@ -153,17 +157,17 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
   # steady state and its bounds, on any machine (NCCL cannot share a GPU).
   step pytest_cuda_backend_shared_gpu 240 env MDFUSER_SHARE_DEVICES=1 \
     torchrun --nproc-per-node 2 --master-port 29398 \
-    -m pytest tests/python/multidevice/test_cuda_backend.py -q -p no:cacheprovider
+    -m pytest tests/python/multidevice/test_cuda_backend.py "${MULTI_PYTEST[@]}"
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
     step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
-      -m pytest tests/python/multidevice -q -p no:cacheprovider \
+      -m pytest tests/python/multidevice "${MULTI_PYTEST[@]}" \
       --ignore-glob='*/test_transformer_*'
     # The transformer blocks on their own, so that the summary tells them
     # apart; a stuck test fails after 60 s instead of holding the step.
     step "pytest_blocks_torchrun_$n" 240 torchrun --nproc-per-node "$n" \
       --master-port $((29410 + n)) -m pytest tests/python/multidevice/test_transformer_*.py \
-      -q -p no:cacheprovider -o timeout=60
+      "${MULTI_PYTEST[@]}" -o timeout=60
     step "example_blocks_torchrun_$n" 90 torchrun --nproc-per-node "$n" \
       --master-port $((29420 + n)) examples/transformer_blocks.py
   done
