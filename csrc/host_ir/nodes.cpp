@@ -294,6 +294,15 @@ void forEachExpr(
   }
 }
 
+void forEachExpr(Scope& scope, const std::function<void(Expr*)>& visit) {
+  for (Expr* expr : scope.exprs()) {
+    visit(expr);
+    if (auto* loop = dynamic_cast<ForLoop*>(expr)) {
+      forEachExpr(loop->body(), visit);
+    }
+  }
+}
+
 std::string teamString(const std::vector<int64_t>& team) {
   std::string s = "(";
   for (size_t i = 0; i < team.size(); ++i) {

@@ -385,6 +385,8 @@ enum class CommunicatorBackend { kNccl, kGloo, kCuda };
 // statements of a loop's body after the loop.
 void forEachExpr(
     const Scope& scope, const std::function<void(const Expr*)>& visit);
+// The same for visitors that change the statements (not the scopes' lists).
+void forEachExpr(Scope& scope, const std::function<void(Expr*)>& visit);
 
 // A team of ranks as the dump and error messages print it: "(0 1)".
 std::string teamString(const std::vector<int64_t>& team);

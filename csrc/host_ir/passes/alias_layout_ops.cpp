@@ -24,14 +24,11 @@ bool isLayoutOp(const TensorOp* op) {
 
 void collectViews(
     const Scope& scope, std::unordered_set<const TensorView*>& views) {
-  for (const Expr* e : scope.exprs()) {
+  forEachExpr(scope, [&](const Expr* e) {
     if (std::optional<ViewOf> view = asView(e)) {
       views.insert(view->view);
     }
-    if (const auto* loop = dynamic_cast<const ForLoop*>(e)) {
-      collectViews(loop->body(), views);
-    }
-  }
+  });
 }
 
 void rewrite(

@@ -138,13 +138,11 @@ std::optional<Order> viewOrder(const TensorOp& op, const Order& in) {
 void collectStreamCuts(
     const Scope& scope,
     std::unordered_map<const TensorView*, int64_t>& cut_axis) {
-  for (const Expr* e : scope.exprs()) {
-    if (const auto* loop = dynamic_cast<const ForLoop*>(e)) {
-      collectStreamCuts(loop->body(), cut_axis);
-    } else if (const auto* chunk = dynamic_cast<const ShardByStream*>(e)) {
+  forEachExpr(scope, [&](const Expr* e) {
+    if (const auto* chunk = dynamic_cast<const ShardByStream*>(e)) {
       cut_axis.emplace(chunk->in(), chunk->axis());
     }
-  }
+  });
 }
 
 class LayoutChooser {
@@ -156,11 +154,9 @@ class LayoutChooser {
     collectStreamCuts(hic.topLevel(), stream_cut_);
   }
 
-  void run(const Scope& scope) {
-    for (Expr* e : scope.exprs()) {
-      if (const auto* loop = dynamic_cast<const ForLoop*>(e)) {
-        run(loop->body());
-      } else if (auto* alloc = dynamic_cast<Allocate*>(e)) {
+  void run(Scope& scope) {
+    forEachExpr(scope, [this](Expr* e) {
+      if (auto* alloc = dynamic_cast<Allocate*>(e)) {
         allocations_[alloc->buffer()] = alloc;
         chunkAxisOutermost(*alloc);
         order_[alloc->buffer()] = fromStrideOrder(*alloc);
@@ -177,7 +173,7 @@ class LayoutChooser {
       } else if (const auto* op = dynamic_cast<const TensorOp*>(e)) {
         follow(*op);
       }
-    }
+    });
   }
 
  private:

@@ -17,14 +17,11 @@ namespace {
 // How many statements of the program read each tensor (a statement naming
 // it twice counts twice).
 void countUses(const Scope& scope, std::unordered_map<const Val*, int>& uses) {
-  for (const Expr* e : scope.exprs()) {
+  forEachExpr(scope, [&](const Expr* e) {
     for (const Val* in : e->inputs()) {
       ++uses[in];
     }
-    if (const auto* loop = dynamic_cast<const ForLoop*>(e)) {
-      countUses(loop->body(), uses);
-    }
-  }
+  });
 }
 
 class Matcher {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <utility>
 
 #include "ir/errors.h"
 #include "ir/ops.h"
@@ -18,22 +19,10 @@ bool mentions(const Expr* expr, const Val* val) {
          std::find(outs.begin(), outs.end(), val) != outs.end();
 }
 
-// Every statement of the program, loop bodies included.
-void collect(const Scope& scope, std::vector<const Expr*>& all) {
-  for (const Expr* expr : scope.exprs()) {
-    all.push_back(expr);
-    if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
-      collect(loop->body(), all);
-    }
-  }
-}
-
 class Rewriter {
  public:
   explicit Rewriter(HostIrContainer& hic) : hic_(hic) {
-    std::vector<const Expr*> all;
-    collect(hic.topLevel(), all);
-    for (const Expr* expr : all) {
+    forEachExpr(std::as_const(hic.topLevel()), [&](const Expr* expr) {
       for (const Val* v : expr->inputs()) {
         users_[v].push_back(expr);
       }
@@ -43,7 +32,7 @@ class Rewriter {
       if (std::optional<ViewOf> view = asView(expr)) {
         view_source_[view->view] = view->source;
       }
-    }
+    });
   }
 
   void run(Scope& scope) {

@@ -11,11 +11,9 @@ namespace {
 
 class Placer {
  public:
-  void collect(const Scope& scope) {
-    for (Expr* expr : scope.exprs()) {
-      if (auto* loop = dynamic_cast<ForLoop*>(expr)) {
-        collect(loop->body());
-      } else if (auto* alloc = dynamic_cast<Allocate*>(expr)) {
+  void collect(Scope& scope) {
+    forEachExpr(scope, [&](Expr* expr) {
+      if (auto* alloc = dynamic_cast<Allocate*>(expr)) {
         allocation_[alloc->buffer()] = alloc;
       } else if (auto* comm = dynamic_cast<Communication*>(expr)) {
         if (comm->backend() == CommunicatorBackend::kCuda) {
@@ -24,7 +22,7 @@ class Placer {
       } else if (std::optional<ViewOf> view = asView(expr)) {
         source_[view->view] = view->source;
       }
-    }
+    });
   }
 
   void place() const {

@@ -38,15 +38,6 @@ std::unique_ptr<HostIrContainer> compile(
   return hic;
 }
 
-void collect(const Scope& scope, std::vector<const Expr*>& all) {
-  for (const Expr* expr : scope.exprs()) {
-    all.push_back(expr);
-    if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
-      collect(loop->body(), all);
-    }
-  }
-}
-
 // What a program's communications and allocations are.
 struct Summary {
   // Communications by "type backend", e.g. "CollectivePermute CUDA".
@@ -59,7 +50,7 @@ struct Summary {
 
 Summary summarize(const HostIrContainer& hic) {
   std::vector<const Expr*> all;
-  collect(hic.topLevel(), all);
+  forEachExpr(hic.topLevel(), [&](const Expr* e) { all.push_back(e); });
   std::map<const TensorView*, const TensorView*> source;
   for (const Expr* expr : all) {
     if (std::optional<ViewOf> view = asView(expr)) {
