@@ -13,6 +13,9 @@ from ring_decomposition import (  # noqa: F401 (re-exported to the tests)
     split_across,
 )
 
+from mdfuser import DataType, FusionDefinition, ParallelType
+from mdfuser.multidevice import DeviceMesh
+
 
 def integers(shape, generator) -> torch.Tensor:
     return torch.randint(-1, 2, shape, generator=generator).to(torch.bfloat16)
@@ -27,6 +30,25 @@ def global_inputs(t: int, k: int, n: int, seed: int) -> dict[str, torch.Tensor]:
 def torch_linear(full: dict[str, torch.Tensor], bias: bool) -> torch.Tensor:
     b = full["b"].double() if bias else None
     return torch.nn.functional.linear(full["x"].double(), full["w"].double(), b).to(torch.bfloat16)
+
+
+def batched_allgather_linear(d: int, b: int, streams: int = 1) -> FusionDefinition:
+    """x [b, t, 8] with the tokens (axis 1) across the devices, in `streams`
+    stream chunks, feeding a column-parallel linear: its ring cuts axis 1,
+    whose parts are not contiguous."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([b, -1, 8], dtype=DataType.BFloat16)
+        w = fd.define_tensor([4 * d, 8], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.linear(x, w))
+        mesh = DeviceMesh(range(d))
+        for tv in (x, w):
+            tv.set_device_mesh(mesh)
+        if streams > 1:
+            x.outer_split(1, streams)
+            x.axis(1).parallelize(ParallelType.stream)
+        split_across(x, 1 if streams == 1 else 2, d)
+        split_across(w, 0, d)
+    return fd
 
 
 def ring_pair(test, pair: str):

@@ -19,16 +19,16 @@ import torch
 from helpers import row_parallel_linear
 from ring_helpers import (
     allgather_linear,
+    batched_allgather_linear,
     global_inputs,
     integers,
     linear_reduce_scatter,
     ring_pair,
-    split_across,
     torch_linear,
 )
 
-from mdfuser import CommunicatorBackend, DataType, FusionDefinition, ParallelType
-from mdfuser.multidevice import DeviceMesh, shard_tensor
+from mdfuser import CommunicatorBackend
+from mdfuser.multidevice import shard_tensor
 
 CUDA = CommunicatorBackend.cuda
 
@@ -111,18 +111,7 @@ def test_a_chunk_cut_from_a_middle_axis_moves_in_rows(multidevice_test, streams)
     test = multidevice_test
     needs_gpus(test)
     d = test.size
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([3, -1, 8], dtype=DataType.BFloat16)
-        w = fd.define_tensor([4 * d, 8], dtype=DataType.BFloat16)
-        fd.add_output(fd.ops.linear(x, w))
-        mesh = DeviceMesh(range(d))
-        for tv in (x, w):
-            tv.set_device_mesh(mesh)
-        if streams > 1:
-            x.outer_split(1, streams)
-            x.axis(1).parallelize(ParallelType.stream)
-        split_across(x, 1 if streams == 1 else 2, d)
-        split_across(w, 0, d)
+    fd = batched_allgather_linear(d, 3, streams)
     g = torch.Generator().manual_seed(31)
     full = [integers((3, 4 * d, 8), g), integers((4 * d, 8), g)]
     args = [test.shard(t, tv) for t, tv in zip(full, fd.fusion.inputs())]

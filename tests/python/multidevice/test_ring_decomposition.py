@@ -19,16 +19,15 @@ import torch
 from helpers import row_parallel_linear, run_python
 from ring_helpers import (
     allgather_linear,
+    batched_allgather_linear,
     global_inputs,
     integers,
     linear_reduce_scatter,
-    split_across,
     torch_linear,
 )
 from transformer_blocks import mlp_forward, mlp_reference
 
-from mdfuser import DataType, FusionDefinition
-from mdfuser.multidevice import DeviceMesh, shard_tensor
+from mdfuser.multidevice import shard_tensor
 
 RING = ["ring_decomposition"]
 
@@ -178,15 +177,7 @@ def test_allgather_linear_with_a_batch_axis(multidevice_test):
     cuts axis 1, whose parts are not contiguous."""
     test = multidevice_test
     d = test.size
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([2, -1, 8], dtype=DataType.BFloat16)
-        w = fd.define_tensor([4 * d, 8], dtype=DataType.BFloat16)
-        fd.add_output(fd.ops.linear(x, w))
-        mesh = DeviceMesh(range(d))
-        for tv in (x, w):
-            tv.set_device_mesh(mesh)
-        split_across(x, 1, d)
-        split_across(w, 0, d)
+    fd = batched_allgather_linear(d, 2)
     g = torch.Generator().manual_seed(8)
     full = [integers((2, 3 * d, 8), g), integers((4 * d, 8), g)]
     collective, ring, program = run_both(test, fd, full)
