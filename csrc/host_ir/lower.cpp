@@ -432,7 +432,7 @@ class Lowerer {
       // into the output at the end.
       const bool stand_in = options_.backend == CommunicatorBackend::kCuda &&
                             hic_.isOutput(consumer);
-      TensorView* sums = stand_in ? bufferLike(consumer) : out;
+      TensorView* sums = stand_in ? operand(bufferLike(consumer)) : out;
       emitLinearAllreduce(
           ring(team), p.in, p.axis, p.weight, sums, p.axis, extent);
       if (stand_in) {
