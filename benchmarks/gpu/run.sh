@@ -6,7 +6,7 @@
 # compute-sanitizer on a small case, then the row-parallel benchmark and,
 # with --blocks, the transformer block benchmark. Every step runs even when
 # an earlier one fails. Results go to $OUT: the summary, one log of every
-# step, the benchmark JSON and rank 0's profiler traces (see
+# step, the benchmark JSON and every rank's profiler traces in one archive (see
 # doc/gpu_machines.md for what the machine lacks and how the .carry folder
 # supplies it).
 #
@@ -195,6 +195,13 @@ if [ "$SANITIZER" -eq 1 ]; then
 fi
 
 # --- benchmark -------------------------------------------------------------
+# Every rank's profiler traces, packed into one $OUT/traces.tar.gz after
+# each step that writes some ($OUT returns at most eight files).
+TRACES=$WORK/traces
+pack_traces() {
+  [ -d "$TRACES" ] && tar -czf "$OUT/traces.tar.gz" -C "$WORK" traces 2>>"$LOG"
+  return 0
+}
 bench() { # bench NAME NPROC ARGS...
   local name=$1 n=$2
   shift 2
@@ -218,21 +225,20 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
   done
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
-    # A profiler trace of the largest world size only: $OUT returns at most
-    # eight files.
+    # Profiler traces of the largest world size only.
     trace=()
-    [ "$n" -ne "$largest" ] || trace=(--trace "$WORK/trace_d$n")
+    [ "$n" -ne "$largest" ] || trace=(--trace "$TRACES/d$n")
     step "bench_d$n" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
       --json "$OUT/row_parallel_linear_d$n.json" "${trace[@]}"
-    cp "$WORK/trace_d$n/trace_rank0.json" "$OUT/trace_d${n}_rank0.json" 2>/dev/null
-    cp "$WORK/trace_d$n/trace_mdfuser_nccl_rank0.json" "$OUT/trace_nccl_d${n}_rank0.json" 2>/dev/null
+    pack_traces
     # The balanced shape of d = 2, where the GEMM and the allreduce alone
     # take about as long (doc/benchmarks.md).
     if [ "$n" -eq 2 ] && [ "$BALANCED" -eq 1 ]; then
       step "bench_d2_balanced" 300 torchrun --nproc-per-node 2 --master-port 29530 \
         benchmarks/row_parallel_linear.py -H 1024 -t 65536 --chunks 1,2,4,8 \
-        --json "$OUT/row_parallel_linear_d2_balanced.json"
+        --json "$OUT/row_parallel_linear_d2_balanced.json" --trace "$TRACES/d2_balanced"
+      pack_traces
     fi
     if [ "$HIGH_PRIORITY" -eq 1 ]; then
       step "bench_d${n}_high_priority" 300 torchrun --nproc-per-node "$n" --master-port $((29510 + n)) \
