@@ -135,15 +135,20 @@ def collective_backend(cuda: bool) -> dict:
     return {"backend": CommunicatorBackend.nccl} if cuda else {}
 
 
-def backend_variants(cuda: bool, d: int, graphs: bool = False) -> dict[str, dict]:
+def backend_variants(
+    cuda: bool, d: int, graphs: bool = False, prologues_first: bool = False
+) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: on GPUs that map each other's memory the CUDA
     backend's rings, NCCL's collectives on other GPUs, Gloo's on the CPU):
     `mdfuser_nccl` NCCL's collectives, `mdfuser_ring` the rings on NCCL (or
     Gloo), `mdfuser_cuda` the CUDA backend's rings on copy engines and,
     with `graphs`, `mdfuser_graph` and `mdfuser_cuda_graph`: NCCL's
-    collectives and the CUDA backend's rings replayed as CUDA graphs. None
-    at d = 1, where a team of one has neither collectives nor rings."""
+    collectives and the CUDA backend's rings replayed as CUDA graphs; with
+    `prologues_first`, `mdfuser_cuda_first` and (with `graphs`)
+    `mdfuser_cuda_graph_first`: the CUDA backend's rings with every stream
+    chunk's step-0 GEMM issued first, in order (`ring_prologues_first`).
+    None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
     variants = {
@@ -161,6 +166,13 @@ def backend_variants(cuda: bool, d: int, graphs: bool = False) -> dict[str, dict
                 "backend": CommunicatorBackend.cuda,
                 "_enable_options": ["cuda_graph"],
             }
+        if prologues_first:
+            first = {"backend": CommunicatorBackend.cuda}
+            variants["mdfuser_cuda_first"] = first | {"_enable_options": ["ring_prologues_first"]}
+            if graphs:
+                variants["mdfuser_cuda_graph_first"] = first | {
+                    "_enable_options": ["ring_prologues_first", "cuda_graph"]
+                }
     return variants
 
 

@@ -230,7 +230,7 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
         err = max_rel_err(torch_pipeline(inp, w, s)(), reference)
         check(f"torch_pipeline s={s} vs torch_no_overlap", err, rank)
         for name, kwargs in backend_variants(
-            inp.is_cuda, dist.get_world_size(), graphs=True
+            inp.is_cuda, dist.get_world_size(), graphs=True, prologues_first=True
         ).items():
             err = max_rel_err(fd.execute([inp, w], **kwargs)[0], reference)
             check(f"{name} s={s} vs torch_no_overlap", err, rank)
@@ -302,7 +302,7 @@ def main() -> None:
         variants.append(("mdfuser_pipeline", s, pipeline, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
         variants.append(("torch_pipeline", s, torch_pipeline(inp, w, s), 1, 1))
-        for name, kwargs in backend_variants(cuda, d, graphs=True).items():
+        for name, kwargs in backend_variants(cuda, d, graphs=True, prologues_first=True).items():
             ring = lambda fd=fd, kwargs=kwargs: fd.execute([inp, w], **kwargs)  # noqa: E731
             variants.append((name, s, ring, 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
@@ -358,8 +358,8 @@ def main() -> None:
     if args.trace:
         traced = {"mdfuser": {}} | {
             k: v
-            for k, v in backend_variants(cuda, d, graphs=True).items()
-            if k in ("mdfuser_nccl", "mdfuser_cuda_graph")
+            for k, v in backend_variants(cuda, d, graphs=True, prologues_first=True).items()
+            if k in ("mdfuser_nccl", "mdfuser_cuda_graph", "mdfuser_cuda_graph_first")
         }
         for variant, kwargs in traced.items():
             fd = fds[max(args.chunks)]

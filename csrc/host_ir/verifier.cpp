@@ -66,16 +66,8 @@ class Verifier {
 
   void checkStream(
       const Stream* stream, const State& state, const Expr* where) {
-    if (stream->isCommunication()) {
-      checkScalar(stream->index(), state, where);
-      return;
-    }
     if (stream->index() != nullptr) {
-      MDF_CHECK(
-          state.symbols.count(stream->index()) != 0,
-          stream->toString(),
-          " is indexed by something other than an enclosing loop in: ",
-          where->toString());
+      checkScalar(stream->index(), state, where);
       return;
     }
     MDF_CHECK(

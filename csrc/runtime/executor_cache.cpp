@@ -197,6 +197,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
        .inplace_allreduce = options.inplace_allreduce,
        .alias_layout_ops = options.alias_layout_ops,
        .fuse_layer_norms = options.fuse_layer_norms,
+       .ring_prologues_first = options.ring_prologues_first,
        .stream_schedule = options.compute_on_main_stream
                               ? hir::StreamSchedule::kCommunicationPerStream
                               : hir::StreamSchedule::kIterationPerStream});

@@ -120,6 +120,7 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       flag("fuse_layer_norms", fuse_layer_norms),
       flag("ring_decomposition", ring_decomposition),
       flag("cuda_graph", cuda_graph),
+      flag("ring_prologues_first", ring_prologues_first),
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
        backend.has_value() ? hir::backendName(*backend) : "default"},
@@ -130,7 +131,10 @@ ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {
   std::vector<std::string> known_enable = {
-      "compute_on_main_stream", "ring_decomposition", "cuda_graph"};
+      "compute_on_main_stream",
+      "ring_decomposition",
+      "cuda_graph",
+      "ring_prologues_first"};
   std::vector<std::string> known_disable = {
       "inplace_allreduce", "alias_layout_ops", "fuse_layer_norms"};
   const auto& ignored_enable = ignoredEnableOptions();
@@ -169,6 +173,9 @@ ExecuteOptions ExecuteOptions::parse(
     }
     if (name == "cuda_graph") {
       options.cuda_graph = true;
+    }
+    if (name == "ring_prologues_first") {
+      options.ring_prologues_first = true;
     }
   }
   for (const std::string& name : disable) {

@@ -47,6 +47,10 @@ struct ExecuteOptions {
   // The program is replayed as CUDA graphs where it can (ProgramGraphs):
   // "cuda_graph".
   bool cuda_graph = false;
+  // Every stream chunk's work before its first ring step, in chunk order,
+  // before the rings (the RingProloguesFirst host pass);
+  // "ring_prologues_first".
+  bool ring_prologues_first = false;
   // The library carrying communications; unset: NCCL for CUDA tensors, Gloo
   // for CPU tensors.
   std::optional<hir::CommunicatorBackend> backend;

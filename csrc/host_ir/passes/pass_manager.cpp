@@ -9,6 +9,7 @@
 #include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/passes/order_communication_streams.h"
 #include "host_ir/passes/place_symmetric_buffers.h"
+#include "host_ir/passes/ring_prologues_first.h"
 #include "host_ir/verifier.h"
 
 namespace mdfuser::hir {
@@ -51,8 +52,11 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
            }})
       .add({"AssignCommunicationStreams", assignCommunicationStreams})
       .add({"OrderCommunicationStreams", orderCommunicationStreams})
-      .add({"PlaceSymmetricBuffers", placeSymmetricBuffers})
-      .run(hic);
+      .add({"PlaceSymmetricBuffers", placeSymmetricBuffers});
+  if (options.ring_prologues_first) {
+    manager.add({"RingProloguesFirst", ringProloguesFirst});
+  }
+  manager.run(hic);
 }
 
 } // namespace mdfuser::hir

@@ -22,6 +22,8 @@ struct HostPassOptions {
   bool alias_layout_ops = true;
   // Run FuseLayerNorms.
   bool fuse_layer_norms = true;
+  // Run RingProloguesFirst.
+  bool ring_prologues_first = false;
   // How AssignStreams places Stream loop iterations.
   StreamSchedule stream_schedule = StreamSchedule::kIterationPerStream;
 };

@@ -54,10 +54,27 @@ TEST_F(VerifierTest, StreamMustBeCapturedBeforeUse) {
   EXPECT_INTERNAL_ERROR(verify(*hic_), "before GetCurrentStream captures it");
 }
 
-TEST_F(VerifierTest, WorkerStreamIndexMustBeAnEnclosingLoopIndex) {
+TEST_F(VerifierTest, WorkerStreamIndexMustDependOnEnclosingLoopIndices) {
   Scalar* stray = symbol(hic_->ir());
   top().pushBack(hic_->create<SetCurrentStream>(hic_->create<Stream>(stray)));
-  EXPECT_INTERNAL_ERROR(verify(*hic_), "indexed by something other than");
+  EXPECT_INTERNAL_ERROR(
+      verify(*hic_), "is neither an input extent nor an enclosing loop index");
+}
+
+TEST_F(VerifierTest, WorkerStreamIndexMayBeAnExpressionOfLoopIndices) {
+  auto* loop = hic_->create<ForLoop>(
+      symbol(hic_->ir()),
+      constant(hic_->ir(), 0),
+      constant(hic_->ir(), 3),
+      ParallelType::Stream);
+  Scalar* previous =
+      max(sub(loop->index(), constant(hic_->ir(), 1)), constant(hic_->ir(), 0));
+  loop->body().pushBack(
+      hic_->create<SetCurrentStream>(hic_->create<Stream>(loop->index())));
+  loop->body().pushBack(
+      hic_->create<Synchronize>(hic_->create<Stream>(previous)));
+  top().pushBack(loop);
+  verify(*hic_);
 }
 
 TEST_F(VerifierTest, WaitMustFollowItsCommunication) {

@@ -54,6 +54,18 @@ TEST(ExecuteOptions, CudaGraphsAreChosenByName) {
   EXPECT_TRUE(listed);
 }
 
+TEST(ExecuteOptions, RingProloguesFirstIsChosenByName) {
+  EXPECT_FALSE(ExecuteOptions::parse({}, {}).ring_prologues_first);
+  const ExecuteOptions options =
+      ExecuteOptions::parse({"ring_prologues_first"}, {});
+  EXPECT_TRUE(options.ring_prologues_first);
+  bool listed = false;
+  for (const ExecuteOptions::Value& value : options.values()) {
+    listed |= value.name == "ring_prologues_first" && value.number == 1;
+  }
+  EXPECT_TRUE(listed);
+}
+
 TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
   EXPECT_TRUE(ExecuteOptions::parse({}, {}).inplace_allreduce);
   EXPECT_FALSE(
@@ -70,7 +82,7 @@ TEST(ExecuteOptions, ReferenceNamesAreAcceptedAndUnknownNamesAreNot) {
       ExecuteOptions::parse({"warp_specialize"}, {}),
       "unknown option 'warp_specialize' in _enable_options; valid options "
       "are: compute_on_main_stream, ring_decomposition, cuda_graph, "
-      "host_ir_lowering");
+      "ring_prologues_first, host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");

@@ -257,3 +257,32 @@ def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
     for replay in replays:
         assert torch.equal(replay, graphed.neg())
     assert fd._cache.graph_stats["replays"] == 9
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["statements", "graphs"])
+@pytest.mark.parametrize("pair", ["linear_reduce_scatter", "linear_allreduce"])
+def test_ring_prologues_first(multidevice_test, pair, graphs):
+    """The step-0 GEMMs of every stream chunk first, chained, then the
+    rings: the same values as the rings in one loop, run by run, with and
+    without CUDA graphs, and no synchronizing call in the steady state."""
+    test = multidevice_test
+    needs_gpus(test)
+    fd, args, full_output = ring_pair(test, pair)
+    first = ["ring_prologues_first", *(["cuda_graph"] if graphs else [])]
+    expected = shard_tensor(full_output, fd.output_tensors()[0])
+    for i in range(4):
+        (split,) = fd.execute(args, backend=CUDA, _enable_options=first)
+        (whole,) = fd.execute(args, backend=CUDA)
+        assert torch.equal(split, whole)
+        assert torch.equal(split.cpu(), expected if i % 2 == 0 else expected.neg())
+        args[0].neg_()
+    (split,) = fd.execute(args, backend=CUDA, _enable_options=first)
+    assert ("Synchronize(Stream max(" in fd.last_host_ir()) == (test.size > 1)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        again = [fd.execute(args, backend=CUDA, _enable_options=first)[0].clone() for _ in range(3)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    for out in again:
+        assert torch.equal(out, split)

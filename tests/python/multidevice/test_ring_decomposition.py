@@ -139,6 +139,51 @@ def test_linear_allreduce(multidevice_test, s, t):
     expect_ring(test, program, 2, "Allreduce")
 
 
+PROLOGUES_FIRST = [*RING, "ring_prologues_first"]
+
+
+@pytest.mark.parametrize(
+    "pair, s, t",
+    [
+        ("linear_reduce_scatter", 3, 6),
+        ("linear_reduce_scatter", 1, 2),
+        ("linear_allreduce", 3, 7),
+        ("linear_allreduce", 2, 12),
+        ("linear_allreduce", 3, 2),
+    ],
+    ids=lambda v: str(v),
+)
+def test_ring_prologues_first(multidevice_test, pair, s, t):
+    """Every stream chunk's step-0 GEMM first, in chunk order, then the
+    rings: the same values as the rings in one loop and the collectives."""
+    test = multidevice_test
+    d = test.size
+    if pair == "linear_reduce_scatter":
+        k, n = 8 * d, 4
+        fd = linear_reduce_scatter(d, s, k, n)
+        full = global_inputs(d * t, k, n, seed=500 + 10 * s + t)
+    else:
+        fd = row_parallel_linear(d, s, 4)
+        full = global_inputs(t, 16, 4, seed=600 + 10 * s + t)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (rings,) = fd.execute(args, _enable_options=RING)
+    (first,) = fd.execute(args, _enable_options=PROLOGUES_FIRST)
+    (collective,) = fd.execute(args, backend=test.collective_backend)
+    expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
+    assert torch.equal(first.cpu(), expected)
+    assert torch.equal(rings, first)
+    assert torch.equal(collective, first)
+    assert fd._cache.num_programs == 3
+    fd.execute(args, _enable_options=PROLOGUES_FIRST)
+    program = fd.last_host_ir()
+    split = s > 1 and d > 1
+    assert ("Synchronize(Stream max(" in program) == split, program
+    if s > 1:
+        # The stream loop (two when split) and the loop joining the streams.
+        loops = re.findall(r"^  FOR i\d+ from 0 to", program, flags=re.M)
+        assert len(loops) == (3 if split else 2), program
+
+
 def test_rings_repeat_bit_identically(multidevice_test):
     test = multidevice_test
     d = test.size
