@@ -3,18 +3,23 @@
 // RingProloguesFirst: a Stream loop whose iterations compute, then run a
 // ring, becomes a loop of the prologues, each after the previous chunk's,
 // and a loop of the rings over the same index; other programs are left as
-// they are.
+// they are. On hand-built programs (before and after), then on the
+// programs lowering gives the ring pairs.
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "common/host_ir_outline.h"
+#include "common/program_builder.h"
 #include "common/row_parallel.h"
 #include "common/transformer_mlp.h"
 #include "host_ir/lower.h"
 #include "host_ir/passes/pass_manager.h"
 #include "host_ir/passes/ring_prologues_first.h"
+#include "host_ir/verifier.h"
+#include "ir/ops.h"
 #include "passes/pipeline.h"
 
 namespace mdfuser {
@@ -61,6 +66,158 @@ std::multiset<std::string> kinds(const ForLoop& loop) {
     }
   });
   return names;
+}
+
+// Hand-built programs: a Stream loop as AssignStreams leaves it, whose
+// iterations compute a part of T2 from a part of T0, then move it round a
+// ring into T1.
+class RingProloguesFirstTest : public ::testing::Test {
+ protected:
+  RingProloguesFirstTest() {
+    test::ProgramBuilder b;
+    in_ = b.input({4});
+    received_ = b.tensor({4});
+    out_ = b.tensor({4});
+    b.output(out_);
+    hic_ = b.build();
+    in_part_ = like(in_, MemoryType::Local);
+    out_part_ = like(out_, MemoryType::Local);
+    scratch_ = like(in_, MemoryType::Global);
+    main_ = hic_->create<Stream>();
+    top().pushBack(hic_->create<GetCurrentStream>(main_));
+    chunks_ = hic_->create<ForLoop>(
+        symbol(hic_->ir()),
+        constant(hic_->ir(), 0),
+        constant(hic_->ir(), 2),
+        ParallelType::Stream);
+    body().pushBack(
+        hic_->create<SetCurrentStream>(hic_->create<Stream>(chunks_->index())));
+    body().pushBack(hic_->create<Synchronize>(main_));
+    body().pushBack(part(in_part_, in_));
+    body().pushBack(part(out_part_, out_));
+  }
+
+  TensorView* like(const TensorView* tv, MemoryType memory) {
+    return hic_->create<TensorView>(
+        tv->logical(), tv->dtype(), tv->contiguity(), memory);
+  }
+  Scope& top() {
+    return hic_->topLevel();
+  }
+  Scope& body() {
+    return chunks_->body();
+  }
+  Expr* part(TensorView* view, TensorView* of) {
+    return hic_->create<ShardByStream>(
+        view,
+        of,
+        chunks_->index(),
+        0,
+        mul(chunks_->index(), constant(hic_->ir(), 2)),
+        constant(hic_->ir(), 2));
+  }
+  // The ring: out_part_ moves to the next device, the previous one's
+  // arrives in received_.
+  ForLoop* ring() {
+    auto* steps = hic_->create<ForLoop>(
+        symbol(hic_->ir()),
+        constant(hic_->ir(), 0),
+        constant(hic_->ir(), 1),
+        ParallelType::Serial);
+    auto* c = hic_->create<Communication>(
+        test::collectivePermute({0, 1}),
+        out_part_,
+        received_,
+        CommunicatorBackend::kGloo);
+    steps->body().pushBack(c);
+    steps->body().pushBack(hic_->create<Wait>(c));
+    return steps;
+  }
+  std::string run() {
+    top().pushBack(chunks_);
+    top().pushBack(hic_->create<SetCurrentStream>(main_));
+    ringProloguesFirst(*hic_);
+    verify(*hic_);
+    return test::outline(*hic_);
+  }
+
+  TensorView* in_;
+  TensorView* received_;
+  TensorView* out_;
+  TensorView* in_part_;
+  TensorView* out_part_;
+  TensorView* scratch_;
+  std::unique_ptr<HostIrContainer> hic_;
+  Stream* main_;
+  ForLoop* chunks_;
+};
+
+TEST_F(RingProloguesFirstTest, TheProloguesRunFirstEachAfterThePrevious) {
+  body().pushBack(hic_->create<LoadStoreOp>(out_part_, in_part_));
+  body().pushBack(ring());
+  // Before: the chunk's part of T2 from its part of T0, then the ring, in
+  // one loop. After: the views the ring uses are made again.
+  EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  Synchronize(Stream max(i0 - 1, 0))
+  T3 = ShardByStream(T0, i0)
+  T4 = ShardByStream(T2, i0)
+  T4 = set(T3)
+FOR i0 stream
+  SetCurrentStream(Stream i0)
+  T4 = ShardByStream(T2, i0)
+  FOR i1 serial
+    Communication 0 T4 -> T1
+    Wait 0
+SetCurrentStream(Stream 0)
+)");
+}
+
+TEST_F(
+    RingProloguesFirstTest, ABufferOfTheIterationThatTheRingUsesKeepsTheLoop) {
+  body().pushBack(hic_->create<Allocate>(
+      received_, std::vector<Scalar*>{constant(hic_->ir(), 4)}));
+  body().pushBack(hic_->create<LoadStoreOp>(out_part_, in_part_));
+  body().pushBack(ring());
+  const std::string after = run();
+  EXPECT_EQ(after.find("Synchronize(Stream max("), std::string::npos) << after;
+  EXPECT_EQ(streamLoops(*hic_).size(), 1u) << after;
+}
+
+TEST_F(RingProloguesFirstTest, ABufferOnlyThePrologueUsesStaysInIt) {
+  body().pushBack(hic_->create<Allocate>(
+      scratch_, std::vector<Scalar*>{constant(hic_->ir(), 2)}));
+  body().pushBack(hic_->create<LoadStoreOp>(scratch_, in_part_));
+  body().pushBack(hic_->create<LoadStoreOp>(out_part_, scratch_));
+  body().pushBack(hic_->create<Deallocate>(scratch_));
+  body().pushBack(ring());
+  EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  Synchronize(Stream max(i0 - 1, 0))
+  T3 = ShardByStream(T0, i0)
+  T4 = ShardByStream(T2, i0)
+  Allocate T5
+  T5 = set(T3)
+  T4 = set(T5)
+  Deallocate T5
+FOR i0 stream
+  SetCurrentStream(Stream i0)
+  T4 = ShardByStream(T2, i0)
+  FOR i1 serial
+    Communication 0 T4 -> T1
+    Wait 0
+SetCurrentStream(Stream 0)
+)");
+}
+
+TEST_F(RingProloguesFirstTest, ARingWithoutComputationBeforeItKeepsTheLoop) {
+  body().pushBack(ring());
+  const std::string after = run();
+  EXPECT_EQ(streamLoops(*hic_).size(), 1u) << after;
 }
 
 TEST(RingProloguesFirst, TheRowParallelRingsStepZeroGemmsComeFirstInOrder) {
