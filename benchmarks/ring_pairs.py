@@ -83,6 +83,10 @@ class Result(RunInfo):
     # The calling thread's median time per call: launching, on CUDA. A call
     # whose host time exceeds its GPU time leaves the GPU idle.
     host_ms: float | None = None
+    # Variants replayed as CUDA graphs: the fusion's counts after the run
+    # ({"eager", "captures", "replays"}), which say whether the timed calls
+    # were replays.
+    graph_stats: dict | None = None
 
 
 @dataclass
@@ -248,6 +252,9 @@ class Bench:
         self.timer = Timer(device, args.warmup, args.iters)
         self.info = run_info(device)
         self.skipped: list[str] = []
+        # The fusions of the variants replayed as CUDA graphs, by (pair,
+        # variant, s).
+        self.graphed: dict[tuple[str, str, int], object] = {}
 
     def log(self, message: str) -> None:
         if self.rank == 0:
@@ -272,6 +279,10 @@ class Bench:
             self.skip(name, error or "failed on another rank")
             return None
         return value
+
+    def graph_stats(self, name: str, variant: str, s: int) -> dict | None:
+        fd = self.graphed.get((name, variant, s))
+        return None if fd is None else dict(fd._cache.graph_stats)
 
     def chunks(self, name: str) -> list[int]:
         """The --chunks whose chunks split t evenly across the devices."""
@@ -319,6 +330,7 @@ class Bench:
                     nccl_env=self.info["nccl_env"],
                     max_rel_err=err,
                     host_ms=statistics.median(host),
+                    graph_stats=self.graph_stats(name, variant, s),
                 )
             )
         add_ratios(results, comm="comm_only")
@@ -369,7 +381,13 @@ class Bench:
                 run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()
-                ringed = variant in ("mdfuser_ring", "mdfuser_cuda", "mdfuser_cuda_graph")
+                ringed = variant in (
+                    "mdfuser_ring",
+                    "mdfuser_cuda",
+                    "mdfuser_cuda_graph",
+                    "mdfuser_cuda_first",
+                    "mdfuser_cuda_graph_first",
+                )
                 if ringed and not self.has_ring(fd.last_host_ir()):
                     self.skip(name, "the program has no ring (CollectivePermute)")
                     continue
@@ -378,6 +396,8 @@ class Bench:
                 err = max_rel_err(out, expected)
                 check(f"{name} vs torch_no_overlap", err, self.rank)
                 checked.append((variant, s, run, err))
+                if "cuda_graph" in kwargs.get("_enable_options", []):
+                    self.graphed[(pair.name, variant, s)] = fd
         del full
         checked.append(("torch_no_overlap", 1, pair.no_overlap, None))
         name = f"{pair.name} torch_fused"
