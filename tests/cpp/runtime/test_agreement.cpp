@@ -91,6 +91,9 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
         changed.cuda_graph = true;
         break;
       case 6:
+        changed.ring_prologues_first = true;
+        break;
+      case 7:
         changed.backend = hir::CommunicatorBackend::kGloo;
         break;
       default:
