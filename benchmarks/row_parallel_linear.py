@@ -208,7 +208,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
+def run_checks(fds, inp, w, streams, rank, mdfuser_variants) -> tuple[torch.Tensor, dict]:
     """torch_no_overlap against float64; mdfuser and torch_streams against it."""
     reference = torch_no_overlap(inp, w)()
     exact = torch.mm(inp.double(), w.double().t())
@@ -229,9 +229,7 @@ def run_checks(fds, inp, w, streams, rank) -> tuple[torch.Tensor, dict]:
         check(f"torch_streams s={s} vs torch_no_overlap", err, rank)
         err = max_rel_err(torch_pipeline(inp, w, s)(), reference)
         check(f"torch_pipeline s={s} vs torch_no_overlap", err, rank)
-        for name, kwargs in backend_variants(
-            inp.is_cuda, dist.get_world_size(), graphs=True, prologues_first=True
-        ).items():
+        for name, kwargs in mdfuser_variants.items():
             err = max_rel_err(fd.execute([inp, w], **kwargs)[0], reference)
             check(f"{name} s={s} vs torch_no_overlap", err, rank)
     return reference, errors
@@ -287,7 +285,8 @@ def main() -> None:
     w = torch.randn(h, 4 * h // d, device=device).to(torch_dtype)
     streams = [torch.cuda.Stream() for _ in range(max(args.chunks))] if cuda else []
     fds = {s: define(d, s, h, md_dtype) for s in args.chunks}
-    reference, errors = run_checks(fds, inp, w, streams, rank)
+    mdfuser_variants = backend_variants(cuda, d, graphs=True, prologues_first=True)
+    reference, errors = run_checks(fds, inp, w, streams, rank, mdfuser_variants)
 
     buffer = reference.clone()  # grows d-fold per allreduce; NCCL's speed doesn't care
     variants = []  # (variant, s, fn, has_gemm, has_allreduce)
@@ -302,7 +301,7 @@ def main() -> None:
         variants.append(("mdfuser_pipeline", s, pipeline, 1, 1))
         variants.append(("torch_streams", s, torch_streams(inp, w, s, streams), 1, 1))
         variants.append(("torch_pipeline", s, torch_pipeline(inp, w, s), 1, 1))
-        for name, kwargs in backend_variants(cuda, d, graphs=True, prologues_first=True).items():
+        for name, kwargs in mdfuser_variants.items():
             ring = lambda fd=fd, kwargs=kwargs: fd.execute([inp, w], **kwargs)  # noqa: E731
             variants.append((name, s, ring, 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
@@ -358,7 +357,7 @@ def main() -> None:
     if args.trace:
         traced = {"mdfuser": {}} | {
             k: v
-            for k, v in backend_variants(cuda, d, graphs=True, prologues_first=True).items()
+            for k, v in mdfuser_variants.items()
             if k in ("mdfuser_nccl", "mdfuser_cuda_graph", "mdfuser_cuda_graph_first")
         }
         for variant, kwargs in traced.items():

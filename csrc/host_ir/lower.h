@@ -10,9 +10,9 @@
 namespace mdfuser::hir {
 
 struct LoweringOptions {
-  // Carries the communications: NCCL for CUDA inputs, Gloo for CPU inputs.
-  // kCuda (CUDA inputs) carries the rings below, which it implies, and
-  // leaves the other collectives to NCCL.
+  // Carries the communications: Gloo for CPU inputs, NCCL or kCuda for CUDA
+  // inputs. kCuda carries the rings below, which it implies, and leaves the
+  // other collectives to NCCL.
   CommunicatorBackend backend = CommunicatorBackend::kNccl;
   // The device (rank) the program runs on: it decides which operations run
   // here (those whose output's mesh holds it), the team of each collective

@@ -51,8 +51,9 @@ struct ExecuteOptions {
   // before the rings (the RingProloguesFirst host pass);
   // "ring_prologues_first".
   bool ring_prologues_first = false;
-  // The library carrying communications; unset: NCCL for CUDA tensors, Gloo
-  // for CPU tensors.
+  // The library carrying communications; unset: Gloo for CPU tensors, and
+  // for CUDA tensors the CUDA backend where every GPU maps the others'
+  // memory, NCCL otherwise (FusionExecutorCache's defaultBackend).
   std::optional<hir::CommunicatorBackend> backend;
 
   // The option names of the reference system that have no meaning in
