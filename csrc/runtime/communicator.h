@@ -169,6 +169,17 @@ class Communicator {
     peer_failed_ = true;
   }
 
+  // This process is about to exit on an error its program did not catch
+  // (Python's excepthook): posts `error` where peers look when their waits
+  // fail (reportFailedRun), and makes shutdown leave at once. Peers may be
+  // waiting for this rank in a collective; a graceful shutdown would wait
+  // for them in turn until the timeout, and keep the launcher from ending
+  // the job. Never throws.
+  void noteExitOnError(const std::string& error) {
+    reportFailedRun(error);
+    peer_failed_ = true;
+  }
+
   // Tears down backends (in creation order, as on every rank) and the store.
   // Gracefully when every rank arrives in time, by aborting otherwise, at
   // once after a peer failure; never hangs. Idempotent.

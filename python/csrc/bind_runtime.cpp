@@ -148,6 +148,18 @@ void bindRuntime(py::module_& m) {
       },
       py::call_guard<py::gil_scoped_release>(),
       "Shuts the communicator down if one was created.");
+  m.def(
+      "_note_exit_on_error",
+      [](const std::string& error) {
+        if (instance != nullptr) {
+          instance->noteExitOnError(error);
+        }
+      },
+      py::arg("error"),
+      py::call_guard<py::gil_scoped_release>(),
+      "The process is about to exit on an uncaught `error`: peers that wait "
+      "for this rank quote it, and the shutdown at exit does not wait for "
+      "them.");
 
   py::class_<FusionExecutorCache>(m, "_FusionExecutorCache")
       .def(py::init<Fusion&>(), py::arg("fusion"), py::keep_alive<1, 2>())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import atexit
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -92,4 +93,15 @@ class MultiDeviceExecutor:
         return self._cache.last_host_ir() or "<not run yet>"
 
 
+def _excepthook(exc_type, exc, tb, _previous=sys.excepthook) -> None:
+    """An error the program did not catch ends this process: its peers may
+    wait for it in a collective, so the exit must not wait for them (the
+    launcher then ends the job at once), and their errors quote this one."""
+    try:
+        _C._note_exit_on_error(f"{exc_type.__name__}: {exc}")
+    finally:
+        _previous(exc_type, exc, tb)
+
+
+sys.excepthook = _excepthook
 atexit.register(_C._shutdown_communicator)

@@ -16,7 +16,8 @@ from helpers import ALLGATHER_FUSION, finish_world, free_port, run_world, start_
 # STEPS[rank]: "run" executes it, "new" executes it with a new input
 # signature, "bad" passes a Double input and "none" passes None (a TypeError
 # on this rank, caught, from mdfuser's C++ and Python checks),
-# "die" exits at once (no shutdown), "sleep" waits a second. Each step's
+# "die" exits at once (no shutdown), "raise" raises an error the script
+# does not catch, "sleep" waits a second. Each step's
 # values differ, so that ranks out of step see wrong values.
 SCRIPT = (
     """
@@ -31,6 +32,8 @@ steps = {steps!r}[comm.rank()]
 for index, step in enumerate(steps):
     if step == "die":
         os._exit(3)
+    if step == "raise":
+        raise RuntimeError(f"rank {{comm.rank()}} gives up")
     if step == "sleep":
         time.sleep(1)
         continue
@@ -91,6 +94,26 @@ def test_a_survivor_of_a_dead_peer_does_not_linger_in_shutdown():
     assert "with team (0 1)" in last
     # Before: the survivor waited the whole timeout for its dead peer in
     # shutdown, after the collective had failed.
+    assert time.monotonic() - start < 25
+
+
+def test_an_uncaught_error_ends_the_rank_at_once_and_its_peers_quote_it():
+    start = time.monotonic()
+    results = finish_world(
+        start_world(
+            SCRIPT.format(steps=[["run", "run"], ["run", "raise"]]),
+            2,
+            {"MDFUSER_TIMEOUT_S": "30"},
+        )
+    )
+    assert results[1].returncode == 1
+    assert "RuntimeError: rank 1 gives up" in results[1].stderr
+    assert results[0].returncode == 1
+    last = results[0].stdout.splitlines()[-1]
+    assert last.startswith("RuntimeError: rank 0 failed waiting"), results[0].stdout
+    assert last.endswith("; rank 1 reported a failed run: RuntimeError: rank 1 gives up"), last
+    # Before: the failing rank's exit waited in shutdown for its peer, which
+    # waited in the allgather for it, both until the timeout.
     assert time.monotonic() - start < 25
 
 
