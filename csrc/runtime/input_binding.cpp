@@ -255,7 +255,9 @@ ScalarEvaluator bindInputs(
     switch (c.kind) {
       case Fusion::ExtentConstraint::Kind::kDivisible:
         MDF_USER_CHECK(
-            rhs != 0 && lhs % rhs == 0,
+            // An empty axis splits into parts of no elements, whose extent
+            // is 0 too.
+            rhs == 0 ? lhs == 0 : lhs % rhs == 0,
             c.what,
             " has extent ",
             lhs,

@@ -79,8 +79,9 @@ def linear_operands(program: str) -> list[int]:
 
 
 # (s stream chunks, m tokens per device and chunk): t = d * s * m. m = 1 is
-# a single token per ring part; s = 1 a single stream chunk.
-SHAPES = [(1, 1), (1, 3), (2, 2), (3, 1)]
+# a single token per ring part; s = 1 a single stream chunk; m = 0 no
+# tokens at all (every split of the empty axis is empty).
+SHAPES = [(1, 1), (1, 3), (2, 2), (3, 1), (2, 0)]
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
@@ -123,7 +124,7 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
 # (s, t): t need not divide by d (trailing ring parts short or empty) nor
 # by s (trailing stream chunks short or empty).
 @pytest.mark.parametrize(
-    "s, t", [(1, 8), (1, 1), (1, 7), (2, 12), (3, 7), (3, 2)], ids=lambda v: str(v)
+    "s, t", [(1, 8), (1, 1), (1, 7), (2, 12), (3, 7), (3, 2), (2, 0)], ids=lambda v: str(v)
 )
 def test_linear_allreduce(multidevice_test, s, t):
     test = multidevice_test
