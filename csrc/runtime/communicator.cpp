@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -303,13 +305,16 @@ class Backoff {
  public:
   explicit Backoff(std::chrono::microseconds cap) : cap_(cap) {}
   void pause() {
-    const auto waited = std::chrono::steady_clock::now() - start_;
-    if (waited < kQuickPolls) {
+    if (!slow()) {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
       return;
     }
     std::this_thread::sleep_for(next_);
     next_ = std::min(next_ * 2, cap_);
+  }
+  // Past the quick polls: a wait worth a second look at why.
+  bool slow() const {
+    return std::chrono::steady_clock::now() - start_ >= kQuickPolls;
   }
 
  private:
@@ -348,13 +353,15 @@ c10::intrusive_ptr<c10d::Store> connectStore(
 }
 
 // Adds this rank to `key` and waits until `count` ranks did. Returns false
-// on timeout.
+// on timeout. `check`, if given, runs at each slow poll and may throw to
+// stop waiting.
 bool arriveAndWait(
     c10d::Store& store,
     const std::string& key,
     int64_t count,
     std::chrono::milliseconds timeout,
-    int64_t& arrived) {
+    int64_t& arrived,
+    const std::function<void()>& check = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   arrived = store.add(key, 1);
   Backoff backoff(std::chrono::milliseconds(50));
@@ -363,6 +370,9 @@ bool arriveAndWait(
       return false;
     }
     backoff.pause();
+    if (check && backoff.slow()) {
+      check();
+    }
     arrived = store.add(key, 0);
   }
   return true;
@@ -533,6 +543,49 @@ void Communicator::reportFailedRun(const std::string& error) {
   }
 }
 
+void Communicator::noteExitOnError(const std::string& error) {
+  reportFailedRun(error);
+  peer_failed_ = true;
+  if (size() == 1 || !state_->store || state_->shut_down) {
+    return;
+  }
+  try {
+    state_->store->set(
+        "exited/" + std::to_string(rank()),
+        std::vector<uint8_t>(error.begin(), error.end()));
+    state_->store->add("exited", 1);
+  } catch (const std::exception&) {
+    // The store is gone: the peers learn of this rank by its absence.
+  }
+}
+
+void Communicator::throwIfExited(
+    const std::vector<int64_t>& ranks, const std::string& operation) {
+  State& s = *state_;
+  if (s.store->add("exited", 0) == 0) {
+    return;
+  }
+  for (int64_t r : ranks) {
+    const std::string key = "exited/" + std::to_string(r);
+    if (r == rank() || !s.store->check({key})) {
+      continue;
+    }
+    const std::vector<uint8_t> error = s.store->get(key);
+    peer_failed_ = true;
+    throw CommunicationError(
+        detail::concat(
+            "rank ",
+            rank(),
+            " stopped waiting in ",
+            operation,
+            ": rank ",
+            r,
+            " exited on an error: ",
+            std::string(error.begin(), error.end())),
+        /*timed_out=*/false);
+  }
+}
+
 void Communicator::clearFailedRun() {
   if (!failure_reported_ || !state_->store || state_->shut_down) {
     return;
@@ -688,6 +741,9 @@ void Communicator::barrier() {
   }
   State& s = state();
   const int64_t n = s.barriers++;
+  const std::string operation = detail::concat("barrier ", n);
+  std::vector<int64_t> everyone_else(size());
+  std::iota(everyone_else.begin(), everyone_else.end(), 0);
   int64_t arrived = 0;
   bool everyone = false;
   try {
@@ -696,9 +752,12 @@ void Communicator::barrier() {
         "barrier/" + std::to_string(n),
         size(),
         options_.timeout,
-        arrived);
+        arrived,
+        [&] { throwIfExited(everyone_else, operation); });
+  } catch (const CommunicationError&) {
+    throw;
   } catch (const std::exception& e) {
-    throw lostStore(detail::concat("barrier ", n), e);
+    throw lostStore(operation, e);
   }
   if (!everyone) {
     throw peersAbsent(
@@ -755,7 +814,13 @@ std::vector<std::string> Communicator::exchange(
     while (!(complete = s.store->check(keys)) &&
            std::chrono::steady_clock::now() < deadline) {
       backoff.pause();
+      if (backoff.slow()) {
+        throwIfExited(
+            team, detail::concat(operation, " with team ", team_name));
+      }
     }
+  } catch (const CommunicationError&) {
+    throw;
   } catch (const std::exception& e) {
     throw lost_store(e);
   }

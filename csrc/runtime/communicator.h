@@ -175,10 +175,7 @@ class Communicator {
   // waiting for this rank in a collective; a graceful shutdown would wait
   // for them in turn until the timeout, and keep the launcher from ending
   // the job. Never throws.
-  void noteExitOnError(const std::string& error) {
-    reportFailedRun(error);
-    peer_failed_ = true;
-  }
+  void noteExitOnError(const std::string& error);
 
   // Tears down backends (in creation order, as on every rank) and the store.
   // Gracefully when every rank arrives in time, by aborting otherwise, at
@@ -197,6 +194,11 @@ class Communicator {
   // "rank r waited t s in <operation>, but <absent>".
   CommunicationError peersAbsent(
       const std::string& operation, const std::string& absent);
+  // Throws when a rank of `ranks` exited on an error (noteExitOnError)
+  // while this rank waits for it in `operation` through the store: waiting
+  // on would only end at the timeout. One read of a counter while none did.
+  void throwIfExited(
+      const std::vector<int64_t>& ranks, const std::string& operation);
 
   LaunchInfo launch_;
   CommunicatorOptions options_;

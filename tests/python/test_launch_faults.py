@@ -117,6 +117,27 @@ def test_an_uncaught_error_ends_the_rank_at_once_and_its_peers_quote_it():
     assert time.monotonic() - start < 25
 
 
+def test_a_peer_waiting_in_the_store_stops_when_a_rank_exits_on_an_error():
+    # Rank 0's new signature makes it compare with rank 1 through the store,
+    # where no connection closes when rank 1 goes; no launcher ends rank 0.
+    start = time.monotonic()
+    results = finish_world(
+        start_world(
+            SCRIPT.format(steps=[["run", "new"], ["run", "raise"]]),
+            2,
+            {"MDFUSER_TIMEOUT_S": "30"},
+        )
+    )
+    assert results[1].returncode == 1
+    assert results[0].returncode == 1
+    last = results[0].stdout.splitlines()[-1]
+    assert last == (
+        "RuntimeError: rank 0 stopped waiting in the agreement check of execute with team "
+        "(0 1): rank 1 exited on an error: RuntimeError: rank 1 gives up"
+    ), results[0].stdout
+    assert time.monotonic() - start < 25
+
+
 def test_a_second_job_on_a_running_jobs_port_does_not_join_it():
     port = free_port()
     first = start_world(
