@@ -6,12 +6,17 @@ take turns on one GPU, and NCCL's references cannot run), but the host
 time of a call, what bounds the k = 2048 ring pairs on two H200s
 (doc/benchmarks.md), is the calling thread's own.
 
-For each pair of ring_pairs.py at h = t = 8192 and --k (default 2048) and
-each s: `mdfuser_cuda` (the statements one by one) and
-`mdfuser_cuda_graph` (the cuda_graph option), checked equal bit for bit,
-then --iters calls of each taking turns, each call started on an idle GPU;
-prints the median host µs per call and the statements a call runs, and
-with --json writes them (rank 0).
+For each pair of ring_pairs.py at h = t = 8192 and --k (default 2048), and
+the row-parallel linear + allreduce at the balanced shape of
+row_parallel_linear.py (h = 1024, t = 65536), and each s: `mdfuser_cuda`
+(the statements one by one) and `mdfuser_cuda_graph` (the cuda_graph
+option), checked equal bit for bit, then --iters calls of each taking
+turns, each call started on an idle GPU; prints the median host µs per
+call and the statements a call runs, and with --json writes them (rank 0).
+With --breakdown, rank 0 also prints the host time per kind of statement
+of profiled calls (torch.profiler on the CPU only, so that no kernel
+tracing adds to the launches; the profiler's own ranges still cost a few
+µs each).
 
     MDFUSER_SHARE_DEVICES=1 torchrun --nproc-per-node 2 benchmarks/gpu/ring_host_time.py
 """
@@ -31,20 +36,27 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from common import RunInfo, print_table, run_info, statements, write_json  # noqa: E402
+from common import (  # noqa: E402
+    RunInfo,
+    print_table,
+    run_info,
+    statements,
+    write_json,
+)
 from ring_decomposition import allgather_linear, linear_reduce_scatter  # noqa: E402
+from row_parallel_linear import define as row_parallel_linear  # noqa: E402
 
 from mdfuser import CommunicatorBackend, DataType, PythonProfiler  # noqa: E402
 from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
 
 CUDA = CommunicatorBackend.cuda
 COLUMNS = ["pair", "s", "statements", "cuda_us", "cuda_graph_us", "ratio"]
-WIDTHS = [10, 3, 11, 10, 14, 7]
+WIDTHS = [20, 3, 11, 10, 14, 7]
 
 
 @dataclass
 class Result(RunInfo):
-    benchmark: str  # ag_linear, linear_rs
+    benchmark: str  # ag_linear, linear_rs, row_parallel_linear
     num_chunks: int
     statements: int  # host-IR statements one call runs
     mdfuser_cuda_host_us: float  # median host µs per call
@@ -58,7 +70,10 @@ class Result(RunInfo):
 
 def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
     g = torch.Generator().manual_seed(5)
-    if name == "ag_linear":
+    if name == "row_parallel_linear":
+        make = lambda: row_parallel_linear(d, s, h, DataType.BFloat16)  # noqa: E731
+        full = [torch.randn(t, 4 * h, generator=g), torch.randn(h, 4 * h, generator=g)]
+    elif name == "ag_linear":
         make = lambda: allgather_linear(d, s, k, 4 * h, dtype=DataType.BFloat16)  # noqa: E731
         full = [torch.randn(t, k, generator=g), torch.randn(4 * h, k, generator=g)]
     else:
@@ -72,21 +87,49 @@ def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
     return fds, inputs
 
 
+def host_breakdown(run, calls: int) -> list[list[str]]:
+    """Rows (statement, per call, host µs per call, µs each) of `calls`
+    profiled calls of `run`, each started on an idle GPU; loops are left
+    out (their bodies' statements are counted)."""
+    kinds: dict[str, list[float]] = {}
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            torch.cuda.synchronize()
+            Communicator.instance().barrier()
+            run()
+        torch.cuda.synchronize()
+    for event in prof.events():
+        name = event.name.removeprefix("mdfuser::")
+        if name == event.name or name == "ForLoop":
+            continue
+        count_us = kinds.setdefault(name, [0, 0.0])
+        count_us[0] += 1
+        count_us[1] += event.cpu_time_total
+    ordered = sorted(kinds.items(), key=lambda kv: -kv[1][1])
+    return [
+        [name, f"{c / calls:g}", f"{us / calls:.1f}", f"{us / c:.2f}"] for name, (c, us) in ordered
+    ]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--k", type=int, default=2048)
     p.add_argument("--chunks", default="1,2,4")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
+    p.add_argument(
+        "--breakdown", action="store_true", help="host time per kind of statement (rank 0)"
+    )
     args = p.parse_args()
     comm = Communicator.instance()
     d, rank = comm.size(), comm.rank()
     device = torch.device("cuda", comm.local_rank() % torch.cuda.device_count())
     torch.cuda.set_device(device)
-    h = t = 8192
     rows, results = [], []
     info = run_info(device)
-    for name in ("ag_linear", "linear_rs"):
+    for name in ("ag_linear", "linear_rs", "row_parallel_linear"):
+        # The row-parallel linear at its balanced shape (doc/benchmarks.md).
+        h, t = (1024, 65536) if name == "row_parallel_linear" else (8192, 8192)
         for s in (int(c) for c in args.chunks.split(",")):
             (eager_fd, graph_fd), inputs = pair_inputs(name, d, s, h, t, args.k, device)
 
@@ -106,6 +149,16 @@ def main() -> None:
                     eager()
                     torch.cuda.synchronize()
             ops = len(statements(prof.profile))
+            if args.breakdown:
+                breakdown = host_breakdown(eager, calls=10)
+                if rank == 0:
+                    print_table(
+                        f"{name} mdfuser_cuda s={s}: host time per kind of statement, "
+                        "10 calls profiled on the CPU",
+                        ["statement", "per_call", "host_us", "us_each"],
+                        [18, 9, 9, 8],
+                        breakdown,
+                    )
             host = {eager: [], graphed: []}
             for i in range(args.iters):
                 for run in (eager, graphed) if i % 2 == 0 else (graphed, eager):
@@ -137,7 +190,8 @@ def main() -> None:
     if rank == 0:
         title = (
             f"host us per call, d={d} processes sharing {torch.cuda.get_device_name(device)}, "
-            f"h=t=8192 k={args.k}, median of {args.iters} calls each started on an idle GPU"
+            f"pairs at h=t=8192 k={args.k}, row_parallel_linear at h=1024 t=65536, "
+            f"median of {args.iters} calls each started on an idle GPU"
         )
         print_table(title, COLUMNS, WIDTHS, rows)
         if args.json:

@@ -279,7 +279,7 @@ if [ "$RINGS" -eq 1 ]; then
     # Two processes share the GPU: the host time per call of the CUDA
     # backend's rings, with and without CUDA graphs (GPU times mean little).
     step ring_host_time 300 env MDFUSER_SHARE_DEVICES=1 torchrun --nproc-per-node 2 \
-      --master-port 29790 benchmarks/gpu/ring_host_time.py --json "$OUT/ring_host_time.json"
+      --master-port 29790 benchmarks/gpu/ring_host_time.py --breakdown --json "$OUT/ring_host_time.json"
   fi
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
