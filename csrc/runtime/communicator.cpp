@@ -258,6 +258,14 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
         *timeout > 0, "MDFUSER_TIMEOUT_S must be positive, got ", *timeout);
     options.timeout = std::chrono::seconds(*timeout);
   }
+  options.rendezvous_timeout = options.timeout;
+  if (std::optional<int64_t> timeout = envInt("MDFUSER_RENDEZVOUS_TIMEOUT_S")) {
+    MDF_USER_CHECK(
+        *timeout > 0,
+        "MDFUSER_RENDEZVOUS_TIMEOUT_S must be positive, got ",
+        *timeout);
+    options.rendezvous_timeout = std::chrono::seconds(*timeout);
+  }
   return options;
 }
 
@@ -401,7 +409,8 @@ Communicator::State& Communicator::state() {
   store_options.timeout = options_.timeout;
   c10::intrusive_ptr<c10d::Store> tcp;
   try {
-    tcp = connectStore(options_.master_addr, store_options, options_.timeout);
+    tcp = connectStore(
+        options_.master_addr, store_options, options_.rendezvous_timeout);
   } catch (const std::exception& e) {
     throw CommunicationError(
         detail::concat(
@@ -414,7 +423,7 @@ Communicator::State& Communicator::state() {
             " the rendezvous store at ",
             where,
             " within ",
-            seconds(options_.timeout),
+            seconds(options_.rendezvous_timeout),
             " s",
             server ? " (is the port in use? set MDFUSER_PORT or MASTER_PORT)"
                    : " (is rank 0 running? set MASTER_ADDR and MASTER_PORT "
@@ -429,7 +438,8 @@ Communicator::State& Communicator::state() {
   const std::string run = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
   auto store = c10::make_intrusive<c10d::PrefixStore>("mdfuser/" + run, tcp);
   int64_t joined = 0;
-  if (!arriveAndWait(*store, "joined", size(), options_.timeout, joined)) {
+  if (!arriveAndWait(
+          *store, "joined", size(), options_.rendezvous_timeout, joined)) {
     throw CommunicationError(
         detail::concat(
             "only ",
@@ -439,7 +449,7 @@ Communicator::State& Communicator::state() {
             " ranks joined the rendezvous at ",
             where,
             " within ",
-            seconds(options_.timeout),
+            seconds(options_.rendezvous_timeout),
             " s (this is rank ",
             rank(),
             "); start all ",
@@ -468,7 +478,8 @@ void Communicator::checkSameJob(
       store.set(key, std::vector<uint8_t>(job.begin(), job.end()));
       return;
     }
-    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    const auto deadline =
+        std::chrono::steady_clock::now() + options_.rendezvous_timeout;
     Backoff backoff(std::chrono::milliseconds(50));
     while (!store.check({key})) {
       if (std::chrono::steady_clock::now() >= deadline) {

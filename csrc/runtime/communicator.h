@@ -76,9 +76,16 @@ struct CommunicatorOptions {
   // Port of a store the launcher hosts (torchrun's agent store):
   // MASTER_PORT, default 29500. MDFUSER_PORT cannot move that one.
   int launcher_port = 29500;
-  // Bound on every wait for a peer (rendezvous, collectives, barriers,
-  // shutdown): MDFUSER_TIMEOUT_S seconds, default 300.
+  // Bound on every wait for a peer (collectives, barriers, shutdown, and the
+  // rendezvous unless rendezvous_timeout says otherwise):
+  // MDFUSER_TIMEOUT_S seconds, default 300.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Bound on reaching the rendezvous store and on waiting there for every
+  // rank to join: MDFUSER_RENDEZVOUS_TIMEOUT_S seconds, default the
+  // timeout. Processes start further apart than they later wait for each
+  // other (imports, a loaded host): a job that wants short bounds on its
+  // collectives may still give its start a long one.
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::seconds(300);
   // Run NCCL collectives on high-priority streams, so that their blocks are
   // scheduled ahead of queued compute: MDFUSER_NCCL_HIGH_PRIORITY=1.
   bool nccl_high_priority = false;

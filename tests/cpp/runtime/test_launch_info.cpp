@@ -36,6 +36,7 @@ const char* kLauncherVariables[] = {
     "MASTER_PORT",
     "MDFUSER_PORT",
     "MDFUSER_TIMEOUT_S",
+    "MDFUSER_RENDEZVOUS_TIMEOUT_S",
     "MDFUSER_NCCL_HIGH_PRIORITY"};
 
 // Starts every test from an environment without launcher variables.
@@ -106,6 +107,22 @@ TEST_F(LaunchInfoTest, CommunicatorOptionsDefaults) {
   EXPECT_EQ(options.master_addr, "localhost");
   EXPECT_EQ(options.port, 29500);
   EXPECT_EQ(options.timeout, std::chrono::seconds(300));
+  EXPECT_EQ(options.rendezvous_timeout, std::chrono::seconds(300));
+}
+
+TEST_F(LaunchInfoTest, RendezvousTimeoutFollowsTheTimeoutUnlessSet) {
+  env_.set("MDFUSER_TIMEOUT_S", "7");
+  EXPECT_EQ(
+      CommunicatorOptions::fromEnvironment().rendezvous_timeout,
+      std::chrono::seconds(7));
+  env_.set("MDFUSER_RENDEZVOUS_TIMEOUT_S", "90");
+  const CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
+  EXPECT_EQ(options.timeout, std::chrono::seconds(7));
+  EXPECT_EQ(options.rendezvous_timeout, std::chrono::seconds(90));
+  env_.set("MDFUSER_RENDEZVOUS_TIMEOUT_S", "-1");
+  EXPECT_VALUE_ERROR(
+      CommunicatorOptions::fromEnvironment(),
+      "MDFUSER_RENDEZVOUS_TIMEOUT_S must be positive, got -1");
 }
 
 TEST_F(LaunchInfoTest, MdfuserPortWinsOverMasterPort) {

@@ -291,7 +291,7 @@ args = [shard_tensor(full, tv) for tv in fd.fusion.inputs()]
 ring = ["ring_decomposition"]
 fd.execute(args, _enable_options=ring)  # every rank joins and agrees
 if comm.rank() == comm.size() - 1:
-    time.sleep(10)
+    time.sleep(5)
     sys.exit(0)
 try:
     fd.execute(args, _enable_options=ring)
@@ -308,9 +308,10 @@ except Exception as e:
             "LOCAL_RANK": str(test.local_rank),
             "LOCAL_WORLD_SIZE": str(test.comm.local_size()),
             "MDFUSER_PORT": str(base + 7),
-            # Also the rendezvous' bound: the children of four ranks on two
-            # cores can start seconds apart (2 s was seen to be too short).
-            "MDFUSER_TIMEOUT_S": "6",
+            "MDFUSER_TIMEOUT_S": "2",
+            # The children of four ranks on two cores can start seconds
+            # apart (2 s was seen to be too short to join).
+            "MDFUSER_RENDEZVOUS_TIMEOUT_S": "60",
         },
     )
     assert time.monotonic() - start < 60, "bounded by the timeout, not by a hang"
