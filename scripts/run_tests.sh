@@ -8,7 +8,8 @@
 #   3. the compiler stages again under AddressSanitizer and UBSan;
 #   4. pytest in one process (tests/python, multidevice tests at d = 1);
 #   5. the multi-process pytest: tests/python/multidevice under mpirun -np 4
-#      (oversubscribed where the machine has fewer cores), -np 2, then -np 1.
+#      (oversubscribed where the machine has fewer cores), -np 2, then -np 1,
+#      and the ring decompositions under -np 3 (a ring of odd length).
 # On a machine without GPUs everything runs on CPU tensors with Gloo; the
 # GPU-only tests skip.
 set -euo pipefail
@@ -61,5 +62,8 @@ for np in 4 2 1; do
   run_pytest mpirun "${mpi_args[@]}" -np "$np" -x MDFUSER_PORT=$((29700 + np)) \
     "$PYTHON" -m pytest tests/python/multidevice -q -p no:cacheprovider
 done
+step "pytest of the ring decompositions under mpirun -np 3"
+run_pytest mpirun "${mpi_args[@]}" -np 3 -x MDFUSER_PORT=29703 \
+  "$PYTHON" -m pytest tests/python/multidevice/test_ring_decomposition.py -q -p no:cacheprovider
 
 step "all checks passed"

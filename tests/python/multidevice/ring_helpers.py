@@ -21,6 +21,12 @@ def integers(shape, generator) -> torch.Tensor:
     return torch.randint(-1, 2, shape, generator=generator).to(torch.bfloat16)
 
 
+def row_parallel_hidden(d: int) -> int:
+    """h of the row-parallel linears here (in_features 4h across the d
+    devices): 4 where 4h = 16 splits over d, else d (an odd ring)."""
+    return 4 if 16 % d == 0 else d
+
+
 def global_inputs(t: int, k: int, n: int, seed: int) -> dict[str, torch.Tensor]:
     assert k <= 256, "sums of k products in {-1, 0, 1} stay exact in bf16"
     g = torch.Generator().manual_seed(seed)
@@ -62,7 +68,8 @@ def ring_pair(test, pair: str):
         fd = linear_reduce_scatter(d, 2, 8 * d, 4)
         full = global_inputs(d * 2 * 2, 8 * d, 4, seed=401)
     else:
-        fd = row_parallel_linear(d, 2, 4)
-        full = global_inputs(11, 16, 4, seed=402)
+        h = row_parallel_hidden(d)
+        fd = row_parallel_linear(d, 2, h)
+        full = global_inputs(11, 4 * h, h, seed=402)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     return fd, args, torch_linear(full, False)

@@ -23,6 +23,7 @@ from ring_helpers import (
     global_inputs,
     integers,
     linear_reduce_scatter,
+    row_parallel_hidden,
     torch_linear,
 )
 from transformer_blocks import mlp_forward, mlp_reference
@@ -129,7 +130,7 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
 def test_linear_allreduce(multidevice_test, s, t):
     test = multidevice_test
     d = test.size
-    h = 4
+    h = row_parallel_hidden(d)
     fd = row_parallel_linear(d, s, h)
     full = global_inputs(t, 4 * h, h, seed=300 + 10 * s + t)
     collective, ring, program = run_both(test, fd, [full["x"], full["w"]])
@@ -164,8 +165,9 @@ def test_ring_prologues_first(multidevice_test, pair, s, t):
         fd = linear_reduce_scatter(d, s, k, n)
         full = global_inputs(d * t, k, n, seed=500 + 10 * s + t)
     else:
-        fd = row_parallel_linear(d, s, 4)
-        full = global_inputs(t, 16, 4, seed=600 + 10 * s + t)
+        h = row_parallel_hidden(d)
+        fd = row_parallel_linear(d, s, h)
+        full = global_inputs(t, 4 * h, h, seed=600 + 10 * s + t)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (rings,) = fd.execute(args, _enable_options=RING)
     (first,) = fd.execute(args, _enable_options=PROLOGUES_FIRST)
@@ -245,7 +247,8 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
     between. Floating-point inputs: the rings sum in another order than the
     collectives, so both are compared with torch's tolerance."""
     test = multidevice_test
-    d, h = test.size, 16
+    d = test.size
+    h = 16 if 64 % d == 0 else 4 * d  # 4h splits over the devices
     block = mlp_forward(h, d, "sp", streams, test.mdfuser_dtype)
     g = torch.Generator().manual_seed(12)
     full = dict(
@@ -285,9 +288,10 @@ sys.path.insert(0, {tests_dir!r})
 from helpers import row_parallel_linear
 from mdfuser.multidevice import Communicator, shard_tensor
 comm = Communicator.instance()
-fd = row_parallel_linear(comm.size(), 1, 4)
-full = torch.ones(4, 16, dtype=torch.bfloat16)
-args = [shard_tensor(full, tv) for tv in fd.fusion.inputs()]
+h = {row_parallel_hidden(test.size)}
+fd = row_parallel_linear(comm.size(), 1, h)
+full = [torch.ones(rows, 4 * h, dtype=torch.bfloat16) for rows in (4, h)]
+args = [shard_tensor(t, tv) for t, tv in zip(full, fd.fusion.inputs())]
 ring = ["ring_decomposition"]
 fd.execute(args, _enable_options=ring)  # every rank joins and agrees
 if comm.rank() == comm.size() - 1:
