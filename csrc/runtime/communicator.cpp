@@ -540,33 +540,37 @@ CommunicationError Communicator::lostStore(
       /*timed_out=*/false);
 }
 
-void Communicator::reportFailedRun(const std::string& error) {
+bool Communicator::postForPeers(
+    const std::string& kind, const std::string& error) {
   if (size() == 1 || !state_->store || state_->shut_down) {
-    return;
+    return false;
   }
   try {
     state_->store->set(
-        "failed_run/" + std::to_string(rank()),
+        kind + "/" + std::to_string(rank()),
         std::vector<uint8_t>(error.begin(), error.end()));
-    failure_reported_ = true;
+    return true;
   } catch (const std::exception&) {
     // The store is gone: the peers learn of this rank by its absence.
+    return false;
+  }
+}
+
+void Communicator::reportFailedRun(const std::string& error) {
+  if (postForPeers("failed_run", error)) {
+    failure_reported_ = true;
   }
 }
 
 void Communicator::noteExitOnError(const std::string& error) {
   reportFailedRun(error);
   peer_failed_ = true;
-  if (size() == 1 || !state_->store || state_->shut_down) {
+  if (!postForPeers("exited", error)) {
     return;
   }
   try {
-    state_->store->set(
-        "exited/" + std::to_string(rank()),
-        std::vector<uint8_t>(error.begin(), error.end()));
     state_->store->add("exited", 1);
   } catch (const std::exception&) {
-    // The store is gone: the peers learn of this rank by its absence.
   }
 }
 

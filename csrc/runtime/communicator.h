@@ -201,6 +201,9 @@ class Communicator {
   // "rank r waited t s in <operation>, but <absent>".
   CommunicationError peersAbsent(
       const std::string& operation, const std::string& absent);
+  // Posts `error` at `kind`/<this rank> in the store, where peers look,
+  // once this rank has joined it; false where it could not. Never throws.
+  bool postForPeers(const std::string& kind, const std::string& error);
   // Throws when a rank of `ranks` exited on an error (noteExitOnError)
   // while this rank waits for it in `operation` through the store: waiting
   // on would only end at the timeout. One read of a counter while none did.
