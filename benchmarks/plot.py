@@ -111,11 +111,15 @@ def plot_timeline(path: str, out: str) -> None:
         raise SystemExit(f"{path} has no CUDA kernels")
     start = min(e["ts"] for e in kernels)
     lanes = sorted({e["args"].get("stream", e.get("tid")) for e in kernels})
+    # What each lane ran, e.g. "stream 7: GEMM 4, copy 4": the trace's
+    # stream numbers alone do not say which is a worker or a copy stream.
+    counts: dict = {lane: {} for lane in lanes}
     fig, ax = plt.subplots(figsize=(12, 1 + 0.6 * len(lanes)))
     seen = set()
     for e in kernels:
         lane = lanes.index(e["args"].get("stream", e.get("tid")))
         kind = "copy" if e.get("cat") == "gpu_memcpy" else kernel_kind(e["name"])
+        counts[lanes[lane]][kind] = counts[lanes[lane]].get(kind, 0) + 1
         label = None if kind in seen else kind
         seen.add(kind)
         ax.broken_barh(
@@ -124,7 +128,11 @@ def plot_timeline(path: str, out: str) -> None:
             color=KIND_COLORS[kind],
             label=label,
         )
-    ax.set_yticks(range(len(lanes)), [f"stream {s}" for s in lanes])
+    names = [
+        f"stream {s}: " + ", ".join(f"{kind} {n}" for kind, n in sorted(counts[s].items()))
+        for s in lanes
+    ]
+    ax.set_yticks(range(len(lanes)), names, fontsize=8)
     ax.set_xlabel("time (ms)")
     ax.set_title(f"CUDA kernels per stream: {path.split('/')[-1]}")
     ax.legend(loc="upper right", fontsize=8)
