@@ -47,6 +47,12 @@ std::vector<Claim> outputClaims(const TensorOp* op, const DeviceMesh& mesh) {
         if (mapped == nullptr || mapped->isReduction() != partial) {
           continue;
         }
+        // An axis the producer's split cannot cut evenly (a reshape's part
+        // smaller than the devices) stays whole: the producer is gathered
+        // before the operation instead.
+        if (!splitsEvenly(pa, mapped->extent())) {
+          continue;
+        }
         // Two device types cannot land on one axis from different
         // producers.
         const bool taken =

@@ -15,7 +15,9 @@ namespace mdfuser {
 // output keeps claims it; failing that, the first sharded along an axis
 // the operation reduces. The output is then sharded like that producer
 // along the mapped axis, or holds partial results when the mapped axis is
-// one the operation reduces. Producers that disagree with the claims are
+// one the operation reduces. A producer claims no axis that its split
+// cannot cut evenly (splitsEvenly: a reshape's part of 4 cannot hold a
+// split across 8 devices). Producers that disagree with the claims are
 // resharded before the operation (a set in front of it).
 struct Claim {
   ParallelType parallel_type;

@@ -235,6 +235,37 @@ std::vector<EvenSplit> evenSplitsNeeded(const TensorView* tv) {
   return result;
 }
 
+bool splitsEvenly(const ParallelAxis& pa, const Scalar* extent) {
+  // The splits from the source down to the loop axis, outermost first.
+  std::vector<const Split*> chain;
+  for (IterDomain* id = pa.loop; id != pa.source;) {
+    const auto* s = static_cast<const Split*>(id->definition());
+    chain.insert(chain.begin(), s);
+    id = s->in();
+  }
+  if (!extent->isConst()) {
+    return true;
+  }
+  int64_t e = extent->value();
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Split* s = chain[i];
+    if (!s->factor()->isConst()) {
+      return true;
+    }
+    const int64_t f = s->factor()->value();
+    if (f <= 0 || e % f != 0) {
+      return false;
+    }
+    // On to the part the chain continues in: the split's factor is the
+    // extent of its outer part (outer split) or of its inner part.
+    const IterDomain* next =
+        i + 1 < chain.size() ? chain[i + 1]->in() : pa.loop;
+    const bool outer = s->outer() == next;
+    e = outer != s->innerSplit() ? f : e / f;
+  }
+  return true;
+}
+
 IterDomain* mappedAxis(
     const TensorOp* op,
     const TensorView* producer,

@@ -99,6 +99,13 @@ struct EvenSplit {
 };
 std::vector<EvenSplit> evenSplitsNeeded(const TensorView* tv);
 
+// Whether the splits that cut `pa` out of its source axis, replayed on an
+// axis of extent `extent`, would each divide evenly. True unless the
+// extent and the factors are constants that show otherwise: a reshape
+// that splits a sharded axis of 8 into (4, 2) cannot carry a split across
+// 8 devices onto its axis of 4.
+bool splitsEvenly(const ParallelAxis& pa, const Scalar* extent);
+
 // The consumer axis each producer axis maps to in `op`, or nothing.
 IterDomain* mappedAxis(
     const TensorOp* op,

@@ -4,6 +4,8 @@
 // be computed with locally; replayAxis copies how one tensor's axis is cut
 // onto another's.
 
+#include <numeric>
+
 #include <gtest/gtest.h>
 
 #include "common/expect_error.h"
@@ -97,6 +99,32 @@ TEST(OutputClaims, ProducersOnAnotherMeshClaimNothing) {
   shard(l.w, 0);
   EXPECT_TRUE(outputClaims(l.op, DeviceMesh({2, 3})).empty());
   EXPECT_FALSE(conformsToClaims(l.op, {}, l.w, l.out));
+}
+
+TEST(OutputClaims, AReshapePartTooSmallForTheMeshClaimsNothing) {
+  // x [8, 8] with axis 0 across the mesh, reshaped to [4, 2, 8]: axis 0 of
+  // the output (4) splits across 2 or 4 devices, not 8.
+  for (const int64_t devices : {2, 4, 8}) {
+    Fusion fusion;
+    TensorView* x = fusion.defineTensor({8, 8}, {}, DataType::Float);
+    TensorView* y = reshape(
+        x, {constant(&fusion, 4), constant(&fusion, 2), constant(&fusion, 8)});
+    std::vector<int64_t> ranks(devices);
+    std::iota(ranks.begin(), ranks.end(), 0);
+    const DeviceMesh mesh(ranks);
+    x->setDeviceMesh(mesh);
+    x->outerSplit(0, devices);
+    x->parallelize(0, kX);
+    const auto* op = static_cast<const TensorOp*>(y->definition());
+    const std::vector<Claim> claims = outputClaims(op, mesh);
+    if (devices == 8) {
+      EXPECT_TRUE(claims.empty());
+      EXPECT_FALSE(conformsToClaims(op, claims, x, y, &mesh));
+      continue;
+    }
+    ASSERT_EQ(claims.size(), 1u) << devices << " devices";
+    EXPECT_EQ(claimedAxis(op, claims[0], y), y->logical()[0]);
+  }
 }
 
 TEST(MatchesClaims, TheConsumerMustBeCutLikeTheClaimingProducer) {

@@ -98,6 +98,41 @@ TEST(FindParallelAxis, AChainOfSplitsOfInnerParts) {
   EXPECT_EQ(localExtents(tv)[0]->value(), 8);
 }
 
+TEST(SplitsEvenly, ReplaysTheChainOfSplitsOnAnotherExtent) {
+  // [S{2}, D{2}, rest]: an axis of 8 splits into 2 x 2 x 2, one of 6 does
+  // not (3 rows per stream chunk across 2 devices), nor one of 2.
+  Fusion fusion;
+  TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
+  tv->outerSplit(0, 2);
+  tv->outerSplit(1, 2);
+  tv->parallelize(1, ParallelType::DIDx);
+  ParallelAxis pa = findParallelAxis(tv, ParallelType::DIDx, tv->logical());
+  auto extent = [&](int64_t e) {
+    return fusion.defineTensor({e}, {}, DataType::Float)->axis(0)->extent();
+  };
+  EXPECT_TRUE(splitsEvenly(pa, extent(8)));
+  EXPECT_TRUE(splitsEvenly(pa, extent(4)));
+  EXPECT_FALSE(splitsEvenly(pa, extent(6)));
+  EXPECT_FALSE(splitsEvenly(pa, extent(2)));
+  // A symbolic extent is checked when the program runs.
+  EXPECT_TRUE(splitsEvenly(pa, extent(-1)));
+}
+
+TEST(SplitsEvenly, AnInnerSplitFixesThePartSize) {
+  // [rest, D{4}]: each of 4 devices holds a strided quarter, of any
+  // multiple of 4.
+  Fusion fusion;
+  TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
+  tv->innerSplit(0, 4);
+  tv->parallelize(1, ParallelType::DIDx);
+  ParallelAxis pa = findParallelAxis(tv, ParallelType::DIDx, tv->logical());
+  auto extent = [&](int64_t e) {
+    return fusion.defineTensor({e}, {}, DataType::Float)->axis(0)->extent();
+  };
+  EXPECT_TRUE(splitsEvenly(pa, extent(12)));
+  EXPECT_FALSE(splitsEvenly(pa, extent(10)));
+}
+
 TEST(FindParallelAxis, AnAxisFromTheOuterPartOfASplitIsAUserError) {
   Fusion fusion;
   TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 from communication_helpers import (
+    communications,
     execute,
     expect_communication,
     expect_inside_stream_loop,
@@ -30,7 +31,7 @@ from communication_helpers import (
 )
 
 from mdfuser import DataType, FusionDefinition, ParallelType, PythonProfiler
-from mdfuser.multidevice import DeviceMesh
+from mdfuser.multidevice import DeviceMesh, shard_tensor
 
 
 def shard(tv, axis: int, d: int) -> None:
@@ -371,3 +372,26 @@ def test_outputs_have_the_input_dtype(multidevice_test):
     (out,) = execute(multidevice_test, fd, [full])
     assert out.dtype == torch.bfloat16
     assert torch.equal(out, full)
+
+
+def test_a_reshape_part_smaller_than_the_mesh_is_gathered_first(multidevice_test):
+    """x [2d, 8] split across the d devices, reshaped to [2, d, 8]: the
+    output's outer axis of 2 cannot hold a split across d > 2 devices, so x
+    is gathered before the reshape and the output is whole; on one or two
+    devices the output stays split like x."""
+    d = multidevice_test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([2 * d, 8])
+        fd.add_output(fd.ops.reshape(x, [2, d, 8]))
+        x.set_device_mesh(DeviceMesh(torch.arange(d)))
+        x.outer_split(0, d)
+        x.axis(0).parallelize(ParallelType.mesh_x)
+    full = global_tensor([2 * d, 8], seed=41)
+    (out,) = execute(multidevice_test, fd, [full])
+    output = fd.output_tensors()[0]
+    assert torch.equal(out, shard_tensor(full.reshape(2, d, 8), output))
+    gathered = d > 2
+    axes = {pt: axis for pt, axis, _, _ in output._device_axes()}
+    assert axes == ({} if gathered else {ParallelType.mesh_x: 0})
+    kinds = [line.split("type=")[1].split(",")[0] for line in communications(fd)]
+    assert kinds == (["Allgather"] if gathered else [])
