@@ -7,9 +7,10 @@
 #      multi-process ones under mpirun -np 2;
 #   3. the compiler stages again under AddressSanitizer and UBSan;
 #   4. pytest in one process (tests/python, multidevice tests at d = 1);
-#   5. the multi-process pytest: tests/python/multidevice under mpirun -np 4
-#      (oversubscribed where the machine has fewer cores), -np 2, then -np 1,
-#      and the ring decompositions under -np 3 (a ring of odd length).
+#   5. the multi-process pytest: tests/python/multidevice under mpirun -np 8
+#      (oversubscribed where the machine has fewer cores), -np 4, -np 2,
+#      then -np 1, and the ring decompositions under -np 3 (a ring of odd
+#      length).
 # On a machine without GPUs everything runs on CPU tensors with Gloo; the
 # GPU-only tests skip.
 set -euo pipefail
@@ -57,7 +58,7 @@ run_pytest "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
 
 mpi_args=(--oversubscribe --timeout 900 -x MDFUSER_TIMEOUT_S=120)
 [ "$(id -u)" -ne 0 ] || mpi_args+=(--allow-run-as-root)
-for np in 4 2 1; do
+for np in 8 4 2 1; do
   step "pytest tests/python/multidevice under mpirun -np $np"
   run_pytest mpirun "${mpi_args[@]}" -np "$np" -x MDFUSER_PORT=$((29700 + np)) \
     "$PYTHON" -m pytest tests/python/multidevice -q -p no:cacheprovider
