@@ -571,6 +571,7 @@ void Communicator::noteExitOnError(const std::string& error) {
   try {
     state_->store->add("exited", 1);
   } catch (const std::exception&) {
+    // The store went away after the post: the peers' waits end with it.
   }
 }
 
@@ -757,8 +758,8 @@ void Communicator::barrier() {
   State& s = state();
   const int64_t n = s.barriers++;
   const std::string operation = detail::concat("barrier ", n);
-  std::vector<int64_t> everyone_else(size());
-  std::iota(everyone_else.begin(), everyone_else.end(), 0);
+  std::vector<int64_t> world(size());
+  std::iota(world.begin(), world.end(), 0);
   int64_t arrived = 0;
   bool everyone = false;
   try {
@@ -768,7 +769,7 @@ void Communicator::barrier() {
         size(),
         options_.timeout,
         arrived,
-        [&] { throwIfExited(everyone_else, operation); });
+        [&] { throwIfExited(world, operation); });
   } catch (const CommunicationError&) {
     throw;
   } catch (const std::exception& e) {
