@@ -182,7 +182,8 @@ def main() -> None:
                     world_size=d,
                     h=h,
                     t=t,
-                    k=args.k,
+                    # The local GEMM's k (the row-parallel linear's 4h / d).
+                    k=4 * h // d if name == "row_parallel_linear" else args.k,
                     iters=args.iters,
                     **info,
                 )
