@@ -21,6 +21,7 @@
 #endif
 
 #include "ir/errors.h"
+#include "runtime/watchdog.h"
 
 namespace mdfuser {
 
@@ -386,6 +387,30 @@ bool arriveAndWait(
   return true;
 }
 
+// Of `ranks` (`me` aside), the first that exited on an error
+// (Communicator::noteExitOnError) as "rank 1 exited on an error: ...", or
+// an empty string; one read of a counter while none did. Throws what the
+// store throws.
+std::string exitedAmong(
+    c10d::Store& store, const std::vector<int64_t>& ranks, int64_t me) {
+  if (store.add("exited", 0) == 0) {
+    return {};
+  }
+  for (int64_t r : ranks) {
+    const std::string key = "exited/" + std::to_string(r);
+    if (r == me || !store.check({key})) {
+      continue;
+    }
+    const std::vector<uint8_t> error = store.get(key);
+    return detail::concat(
+        "rank ",
+        r,
+        " exited on an error: ",
+        std::string(error.begin(), error.end()));
+  }
+  return {};
+}
+
 } // namespace
 
 Communicator::State& Communicator::state() {
@@ -461,6 +486,17 @@ Communicator::State& Communicator::state() {
         /*timed_out=*/true);
   }
   state_->store = store;
+  // Work a GPU stream waits for ends the process when a peer it waits for
+  // exits on an error, not at the deadline (the watchdog's thread reads the
+  // store; TCPStore serializes its clients' requests).
+  Watchdog::instance().setPeerCheck(
+      [store, me = rank()](const std::vector<int64_t>& ranks) {
+        try {
+          return exitedAmong(*store, ranks, me);
+        } catch (const std::exception&) {
+          return std::string();
+        }
+      });
   state_->hosts_store = server;
   state_->store_address = where;
   state_->store_host = launch_.agent_store ? "torchrun's agent" : "rank 0";
@@ -577,29 +613,15 @@ void Communicator::noteExitOnError(const std::string& error) {
 
 void Communicator::throwIfExited(
     const std::vector<int64_t>& ranks, const std::string& operation) {
-  State& s = *state_;
-  if (s.store->add("exited", 0) == 0) {
+  const std::string gone = exitedAmong(*state_->store, ranks, rank());
+  if (gone.empty()) {
     return;
   }
-  for (int64_t r : ranks) {
-    const std::string key = "exited/" + std::to_string(r);
-    if (r == rank() || !s.store->check({key})) {
-      continue;
-    }
-    const std::vector<uint8_t> error = s.store->get(key);
-    peer_failed_ = true;
-    throw CommunicationError(
-        detail::concat(
-            "rank ",
-            rank(),
-            " stopped waiting in ",
-            operation,
-            ": rank ",
-            r,
-            " exited on an error: ",
-            std::string(error.begin(), error.end())),
-        /*timed_out=*/false);
-  }
+  peer_failed_ = true;
+  throw CommunicationError(
+      detail::concat(
+          "rank ", rank(), " stopped waiting in ", operation, ": ", gone),
+      /*timed_out=*/false);
 }
 
 void Communicator::clearFailedRun() {
@@ -878,6 +900,7 @@ void Communicator::shutdown() {
     return;
   }
   state_->shut_down = true;
+  Watchdog::instance().setPeerCheck(nullptr);
   bool everyone_arrived = true;
   if (state_->store && peer_failed_) {
     // A peer may be gone: waiting for it would only add a timeout. The

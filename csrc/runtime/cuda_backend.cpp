@@ -266,6 +266,7 @@ PendingCollective CudaBackend::permute(
   };
   entry.timeout = communicator_.options().timeout;
   entry.device = device_.index();
+  entry.peers = {members[next], members[previous]};
   Watchdog::instance().watch(std::move(entry));
   return pending;
 }

@@ -2,6 +2,7 @@
 #include "runtime/cuda_graphs.h"
 
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 
@@ -244,6 +245,9 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
     };
     entry.timeout = communicator_->options().timeout;
     entry.device = device_.index();
+    // Whichever peer the graph's communications wait for.
+    entry.peers.resize(communicator_->size());
+    std::iota(entry.peers.begin(), entry.peers.end(), 0);
     Watchdog::instance().watch(std::move(entry));
   }
   std::vector<at::Tensor> outputs;

@@ -432,6 +432,7 @@ class Interpreter {
     };
     entry.timeout = communicator_->options().timeout;
     entry.device = device_.is_cuda() ? device_.index() : -1;
+    entry.peers = comm->team();
     Watchdog::instance().watch(std::move(entry));
   }
 

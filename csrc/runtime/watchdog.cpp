@@ -18,6 +18,7 @@ namespace mdfuser {
 struct Watchdog::State {
   struct Watched {
     Entry entry;
+    std::chrono::steady_clock::time_point start;
     std::chrono::steady_clock::time_point deadline;
   };
 
@@ -27,9 +28,26 @@ struct Watchdog::State {
   // its own list without holding the lock: a thread that posts work never
   // waits for a round of polling.
   std::list<Watched> incoming;
+  PeerCheck peer_check;
   std::thread thread;
   bool stop = false;
 };
+
+namespace {
+
+constexpr std::chrono::seconds kPeerCheckPeriod{1};
+
+[[noreturn]] void endProcess(const std::string& what, const std::string& why) {
+  std::fprintf(
+      stderr,
+      "[mdfuser] %s (%s); the stream cannot go on, ending the process\n",
+      what.c_str(),
+      why.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+} // namespace
 
 Watchdog& Watchdog::instance() {
   static Watchdog watchdog;
@@ -50,13 +68,19 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::watch(Entry entry) {
-  const auto deadline = std::chrono::steady_clock::now() + entry.timeout;
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = now + entry.timeout;
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->thread.joinable()) {
     state_->thread = std::thread([this] { loop(); });
   }
-  state_->incoming.push_back({std::move(entry), deadline});
+  state_->incoming.push_back({std::move(entry), now, deadline});
   state_->wake.notify_one();
+}
+
+void Watchdog::setPeerCheck(PeerCheck check) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->peer_check = std::move(check);
 }
 
 void Watchdog::loop() {
@@ -65,7 +89,9 @@ void Watchdog::loop() {
 #ifdef MDFUSER_HAS_CUDA
   int current_device = -1;
 #endif
+  auto last_peer_check = std::chrono::steady_clock::now();
   while (true) {
+    PeerCheck peer_check;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
       if (watched.empty()) {
@@ -78,8 +104,14 @@ void Watchdog::loop() {
         return;
       }
       watched.splice(watched.end(), s.incoming);
+      peer_check = s.peer_check;
     }
     const auto now = std::chrono::steady_clock::now();
+    const bool check_peers =
+        peer_check && now - last_peer_check >= kPeerCheckPeriod;
+    if (check_peers) {
+      last_peer_check = now;
+    }
     for (auto it = watched.begin(); it != watched.end();) {
       const Entry& entry = it->entry;
 #ifdef MDFUSER_HAS_CUDA
@@ -93,17 +125,20 @@ void Watchdog::loop() {
         continue;
       }
       if (now > it->deadline) {
-        const std::string what = entry.describe();
-        std::fprintf(
-            stderr,
-            "[mdfuser] %s (more than %lld s); the stream cannot go on, "
-            "ending the process\n",
-            what.c_str(),
-            static_cast<long long>(
-                std::chrono::duration_cast<std::chrono::seconds>(entry.timeout)
-                    .count()));
-        std::fflush(stderr);
-        std::abort();
+        endProcess(
+            entry.describe(),
+            "more than " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                   entry.timeout)
+                                   .count()) +
+                " s");
+      }
+      if (check_peers && !entry.peers.empty() &&
+          now - it->start >= kPeerCheckPeriod) {
+        const std::string gone = peer_check(entry.peers);
+        if (!gone.empty()) {
+          endProcess(entry.describe(), gone);
+        }
       }
       ++it;
     }

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mdfuser {
 
@@ -30,12 +32,26 @@ class Watchdog {
     // The GPU whose work `finished` queries (made current on the watchdog's
     // thread), or -1.
     int device = -1;
+    // The ranks the work waits for; if one of them exits on an error, the
+    // work ends the process without waiting for the deadline (setPeerCheck).
+    std::vector<int64_t> peers;
   };
+
+  // Of `ranks`, the first that exited on an error, as "rank 1 exited on an
+  // error: ...", or an empty string. Called on the watchdog's thread; must
+  // not throw.
+  using PeerCheck = std::function<std::string(const std::vector<int64_t>&)>;
 
   static Watchdog& instance();
 
   // Watches `entry` from now until it finishes or `entry.timeout` passes.
   void watch(Entry entry);
+
+  // About once a second, asks `check` about the peers of each entry watched
+  // for more than a second: one that exited on an error will never complete
+  // the work, so the process ends then, naming it, rather than at the
+  // deadline. Replaces the previous check; nullptr stops checking.
+  void setPeerCheck(PeerCheck check);
 
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;

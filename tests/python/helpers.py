@@ -187,15 +187,22 @@ args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs()
 
 
 def run_absent_peer_job(
-    device: str, backend: str, env: dict[str, str], options: tuple[str, ...] = (), runs: int = 1
+    device: str,
+    backend: str,
+    env: dict[str, str],
+    options: tuple[str, ...] = (),
+    runs: int = 1,
+    raises: bool = False,
 ) -> str:
     """Runs a row_parallel_job in which both ranks run the fusion `runs`
     times on `backend` (the CommunicatorBackend's name) with the enable
-    `options`, then rank 1 stops for 25 s while rank 0 runs it again and
-    waits for it. Checks that rank 0 ended, with an error, within the time
-    bound; returns rank 0's stderr."""
+    `options`, then rank 1 stops for 25 s (or, with `raises`, exits on an
+    error it does not catch) while rank 0 runs it again and waits for it.
+    Checks that rank 0 ended, with an error, within the time bound; returns
+    rank 0's stderr."""
     kwargs = f"backend=CommunicatorBackend.{backend}, _enable_options={list(options)}"
     call = f"fd.execute(args, {kwargs})"
+    leave = 'raise RuntimeError("rank 1 gives up")' if raises else "time.sleep(25)\n    sys.exit(0)"
     job = row_parallel_job(
         device,
         f"""
@@ -204,8 +211,7 @@ for _ in range({runs}):
 torch.cuda.synchronize()
 print("first runs done", flush=True)
 if comm.rank() == 1:
-    time.sleep(25)
-    sys.exit(0)
+    {leave}
 {call}
 torch.cuda.synchronize()
 print("the next run finished without rank 1", flush=True)
@@ -215,7 +221,7 @@ print("the next run finished without rank 1", flush=True)
     waiting, absent = run_world(job, 2, env, timeout=90)
     assert time.monotonic() - start < 80, "bounded by the timeout, not by a hang"
     assert "first runs done" in waiting.stdout, waiting.stderr
-    assert absent.returncode == 0, absent.stderr
+    assert absent.returncode == (1 if raises else 0), absent.stderr
     assert "finished without rank 1" not in waiting.stdout
     assert waiting.returncode not in (0, None), waiting.stderr
     return waiting.stderr

@@ -6,6 +6,8 @@ message naming the rank, the peer and the operation, never hang it."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from helpers import run_absent_peer_job
@@ -40,3 +42,20 @@ def test_an_absent_peer_ends_a_waiting_graph_replay_with_a_message():
         message
     )
     assert "(more than 3 s)" in message, message
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["statements", "graphs"])
+def test_a_peer_that_exits_on_an_error_ends_the_waiting_rank_early(graphs):
+    """Rank 1 raises an error it does not catch while rank 0 waits for it
+    on the stream: rank 0's watchdog learns it from the store and ends the
+    process within seconds, quoting the error, not after the 60 s bound."""
+    env = {"MDFUSER_TIMEOUT_S": "60"}
+    if torch.cuda.device_count() < 2:
+        env["MDFUSER_SHARE_DEVICES"] = "1"
+    device = '"cuda", comm.local_rank() % torch.cuda.device_count()'
+    options = ("cuda_graph",) if graphs else ()
+    start = time.monotonic()
+    message = run_absent_peer_job(device, "cuda", env, options=options, runs=2, raises=True)
+    assert time.monotonic() - start < 45, message
+    assert "(rank 1 exited on an error: RuntimeError: rank 1 gives up)" in message, message
+    assert "the stream cannot go on, ending the process" in message, message

@@ -56,5 +56,52 @@ TEST(WatchdogDeathTest, WorkPastItsTimeoutIsReportedAndEndsTheProcess) {
       "\\(more than 0 s\\); the stream cannot go on, ending the process");
 }
 
+TEST(WatchdogDeathTest, APeerThatExitedEndsTheProcessBeforeTheDeadline) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Watchdog::instance().setPeerCheck(
+            [](const std::vector<int64_t>& ranks) -> std::string {
+              for (int64_t r : ranks) {
+                if (r == 1) {
+                  return "rank 1 exited on an error: ValueError: bad";
+                }
+              }
+              return "";
+            });
+        Watchdog::Entry waits_for_1 = entry(
+            [] { return false; },
+            milliseconds(60000),
+            "rank 0 in CollectivePermute (Communication 4) with team (0 1)");
+        waits_for_1.peers = {1};
+        Watchdog::instance().watch(std::move(waits_for_1));
+        std::this_thread::sleep_for(milliseconds(10000));
+      },
+      "\\[mdfuser\\] rank 0 in CollectivePermute \\(Communication 4\\) with "
+      "team \\(0 1\\) \\(rank 1 exited on an error: ValueError: bad\\); the "
+      "stream cannot go on, ending the process");
+}
+
+TEST(Watchdog, APeerThatExitedLeavesWorkThatDoesNotWaitForIt) {
+  Watchdog::instance().setPeerCheck(
+      [](const std::vector<int64_t>& ranks) -> std::string {
+        for (int64_t r : ranks) {
+          if (r == 1) {
+            return "rank 1 exited on an error";
+          }
+        }
+        return "";
+      });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  Watchdog::Entry waits_for_2 =
+      entry([done] { return done->load(); }, milliseconds(60000), "");
+  waits_for_2.peers = {2, 3};
+  Watchdog::instance().watch(std::move(waits_for_2));
+  // Past two rounds of peer checks: the process is still here.
+  std::this_thread::sleep_for(milliseconds(2500));
+  done->store(true);
+  Watchdog::instance().setPeerCheck(nullptr);
+}
+
 } // namespace
 } // namespace mdfuser
