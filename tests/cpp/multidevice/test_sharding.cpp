@@ -98,39 +98,45 @@ TEST(FindParallelAxis, AChainOfSplitsOfInnerParts) {
   EXPECT_EQ(localExtents(tv)[0]->value(), 8);
 }
 
+// A tensor of 16 elements whose device axis a test cuts, and extents to
+// replay that cut on (-1: symbolic).
+struct SplitsEvenlyCase {
+  Fusion fusion;
+  TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
+
+  ParallelAxis deviceAxis() {
+    return findParallelAxis(tv, ParallelType::DIDx, tv->logical());
+  }
+  const Scalar* extent(int64_t e) {
+    return fusion.defineTensor({e}, {}, DataType::Float)->axis(0)->extent();
+  }
+};
+
 TEST(SplitsEvenly, ReplaysTheChainOfSplitsOnAnotherExtent) {
   // [S{2}, D{2}, rest]: an axis of 8 splits into 2 x 2 x 2, one of 6 does
   // not (3 rows per stream chunk across 2 devices), nor one of 2.
-  Fusion fusion;
-  TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
-  tv->outerSplit(0, 2);
-  tv->outerSplit(1, 2);
-  tv->parallelize(1, ParallelType::DIDx);
-  ParallelAxis pa = findParallelAxis(tv, ParallelType::DIDx, tv->logical());
-  auto extent = [&](int64_t e) {
-    return fusion.defineTensor({e}, {}, DataType::Float)->axis(0)->extent();
-  };
-  EXPECT_TRUE(splitsEvenly(pa, extent(8)));
-  EXPECT_TRUE(splitsEvenly(pa, extent(4)));
-  EXPECT_FALSE(splitsEvenly(pa, extent(6)));
-  EXPECT_FALSE(splitsEvenly(pa, extent(2)));
+  SplitsEvenlyCase c;
+  c.tv->outerSplit(0, 2);
+  c.tv->outerSplit(1, 2);
+  c.tv->parallelize(1, ParallelType::DIDx);
+  const ParallelAxis pa = c.deviceAxis();
+  EXPECT_TRUE(splitsEvenly(pa, c.extent(8)));
+  EXPECT_TRUE(splitsEvenly(pa, c.extent(4)));
+  EXPECT_FALSE(splitsEvenly(pa, c.extent(6)));
+  EXPECT_FALSE(splitsEvenly(pa, c.extent(2)));
   // A symbolic extent is checked when the program runs.
-  EXPECT_TRUE(splitsEvenly(pa, extent(-1)));
+  EXPECT_TRUE(splitsEvenly(pa, c.extent(-1)));
 }
 
 TEST(SplitsEvenly, AnInnerSplitFixesThePartSize) {
   // [rest, D{4}]: each of 4 devices holds a strided quarter, of any
   // multiple of 4.
-  Fusion fusion;
-  TensorView* tv = fusion.defineTensor({16}, {}, DataType::Float);
-  tv->innerSplit(0, 4);
-  tv->parallelize(1, ParallelType::DIDx);
-  ParallelAxis pa = findParallelAxis(tv, ParallelType::DIDx, tv->logical());
-  auto extent = [&](int64_t e) {
-    return fusion.defineTensor({e}, {}, DataType::Float)->axis(0)->extent();
-  };
-  EXPECT_TRUE(splitsEvenly(pa, extent(12)));
-  EXPECT_FALSE(splitsEvenly(pa, extent(10)));
+  SplitsEvenlyCase c;
+  c.tv->innerSplit(0, 4);
+  c.tv->parallelize(1, ParallelType::DIDx);
+  const ParallelAxis pa = c.deviceAxis();
+  EXPECT_TRUE(splitsEvenly(pa, c.extent(12)));
+  EXPECT_FALSE(splitsEvenly(pa, c.extent(10)));
 }
 
 TEST(FindParallelAxis, AnAxisFromTheOuterPartOfASplitIsAUserError) {

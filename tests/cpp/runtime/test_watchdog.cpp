@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/watchdog.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -19,6 +20,14 @@ Watchdog::Entry entry(
   e.describe = [what = std::move(what)] { return what; };
   e.timeout = timeout;
   return e;
+}
+
+// A check that says rank 1 exited with `message`, whenever asked about it.
+Watchdog::PeerCheck rankOneExited(std::string message) {
+  return [message](const std::vector<int64_t>& ranks) -> std::string {
+    const bool asked = std::find(ranks.begin(), ranks.end(), 1) != ranks.end();
+    return asked ? message : "";
+  };
 }
 
 TEST(Watchdog, WorkThatFinishesInTimeIsForgotten) {
@@ -61,14 +70,7 @@ TEST(WatchdogDeathTest, APeerThatExitedEndsTheProcessBeforeTheDeadline) {
   EXPECT_DEATH(
       {
         Watchdog::instance().setPeerCheck(
-            [](const std::vector<int64_t>& ranks) -> std::string {
-              for (int64_t r : ranks) {
-                if (r == 1) {
-                  return "rank 1 exited on an error: ValueError: bad";
-                }
-              }
-              return "";
-            });
+            rankOneExited("rank 1 exited on an error: ValueError: bad"));
         Watchdog::Entry waits_for_1 = entry(
             [] { return false; },
             milliseconds(60000),
@@ -83,15 +85,7 @@ TEST(WatchdogDeathTest, APeerThatExitedEndsTheProcessBeforeTheDeadline) {
 }
 
 TEST(Watchdog, APeerThatExitedLeavesWorkThatDoesNotWaitForIt) {
-  Watchdog::instance().setPeerCheck(
-      [](const std::vector<int64_t>& ranks) -> std::string {
-        for (int64_t r : ranks) {
-          if (r == 1) {
-            return "rank 1 exited on an error";
-          }
-        }
-        return "";
-      });
+  Watchdog::instance().setPeerCheck(rankOneExited("rank 1 exited on an error"));
   auto done = std::make_shared<std::atomic<bool>>(false);
   Watchdog::Entry waits_for_2 =
       entry([done] { return done->load(); }, milliseconds(60000), "");
