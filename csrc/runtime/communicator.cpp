@@ -780,8 +780,6 @@ void Communicator::barrier() {
   State& s = state();
   const int64_t n = s.barriers++;
   const std::string operation = detail::concat("barrier ", n);
-  std::vector<int64_t> world(size());
-  std::iota(world.begin(), world.end(), 0);
   int64_t arrived = 0;
   bool everyone = false;
   try {
@@ -791,7 +789,7 @@ void Communicator::barrier() {
         size(),
         options_.timeout,
         arrived,
-        [&] { throwIfExited(world, operation); });
+        [&] { throwIfExited(world(), operation); });
   } catch (const CommunicationError&) {
     throw;
   } catch (const std::exception& e) {
@@ -799,9 +797,15 @@ void Communicator::barrier() {
   }
   if (!everyone) {
     throw peersAbsent(
-        detail::concat("barrier ", n),
+        operation,
         detail::concat("only ", arrived, " of ", size(), " ranks arrived"));
   }
+}
+
+std::vector<int64_t> Communicator::world() const {
+  std::vector<int64_t> ranks(size());
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
 }
 
 c10::intrusive_ptr<c10d::Store> Communicator::store() {
@@ -830,9 +834,9 @@ std::vector<std::string> Communicator::exchange(
   for (int64_t r : team) {
     keys.push_back(prefix + std::to_string(r));
   }
-  auto lost_store = [&](const std::exception& e) {
-    return lostStore(detail::concat(operation, " with team ", team_name), e);
-  };
+  // The exchange as errors name it.
+  const std::string what = detail::concat(operation, " with team ", team_name);
+  auto lost_store = [&](const std::exception& e) { return lostStore(what, e); };
   try {
     s.store->set(
         prefix + std::to_string(rank()),
@@ -853,8 +857,7 @@ std::vector<std::string> Communicator::exchange(
            std::chrono::steady_clock::now() < deadline) {
       backoff.pause();
       if (backoff.slow()) {
-        throwIfExited(
-            team, detail::concat(operation, " with team ", team_name));
+        throwIfExited(team, what);
       }
     }
   } catch (const CommunicationError&) {
@@ -874,7 +877,7 @@ std::vector<std::string> Communicator::exchange(
       throw lost_store(e);
     }
     throw peersAbsent(
-        detail::concat(operation, " with team ", team_name),
+        what,
         ranksString(missing) + " did not take part" + failedRunsOf(missing));
   }
   std::vector<std::string> values;

@@ -132,6 +132,9 @@ class Communicator {
   c10d::Backend& backend(
       const std::vector<int64_t>& team, hir::CommunicatorBackend kind);
 
+  // Every rank of the job, in rank order.
+  std::vector<int64_t> world() const;
+
   // Joins the world's rendezvous, once: connects to the store, or starts it
   // on rank 0, and waits until every rank of the world did. Every rank of a
   // job that runs a fusion with a mesh joins, also those outside its mesh:

@@ -2,7 +2,6 @@
 #include "runtime/cuda_graphs.h"
 
 #include <cstring>
-#include <numeric>
 #include <string>
 #include <unordered_map>
 
@@ -246,8 +245,7 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
     entry.timeout = communicator_->options().timeout;
     entry.device = device_.index();
     // Whichever peer the graph's communications wait for.
-    entry.peers.resize(communicator_->size());
-    std::iota(entry.peers.begin(), entry.peers.end(), 0);
+    entry.peers = communicator_->world();
     Watchdog::instance().watch(std::move(entry));
   }
   std::vector<at::Tensor> outputs;

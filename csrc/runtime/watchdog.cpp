@@ -91,6 +91,7 @@ void Watchdog::loop() {
 #endif
   auto last_peer_check = std::chrono::steady_clock::now();
   while (true) {
+    // Taken from the state only when a round of peer checks is due.
     PeerCheck peer_check;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
@@ -104,11 +105,13 @@ void Watchdog::loop() {
         return;
       }
       watched.splice(watched.end(), s.incoming);
-      peer_check = s.peer_check;
+      if (std::chrono::steady_clock::now() - last_peer_check >=
+          kPeerCheckPeriod) {
+        peer_check = s.peer_check;
+      }
     }
     const auto now = std::chrono::steady_clock::now();
-    const bool check_peers =
-        peer_check && now - last_peer_check >= kPeerCheckPeriod;
+    const bool check_peers = static_cast<bool>(peer_check);
     if (check_peers) {
       last_peer_check = now;
     }
