@@ -69,12 +69,6 @@ ScalarOp::ScalarOp(
 Scalar* ScalarOp::out() const {
   return static_cast<Scalar*>(output(0));
 }
-Scalar* ScalarOp::lhs() const {
-  return static_cast<Scalar*>(input(0));
-}
-Scalar* ScalarOp::rhs() const {
-  return static_cast<Scalar*>(input(1));
-}
 
 namespace {
 

@@ -62,8 +62,14 @@ class ScalarOp : public Expr {
     return type_;
   }
   Scalar* out() const;
-  Scalar* lhs() const;
-  Scalar* rhs() const;
+  // Inline: the evaluator reads them for every extent and index it
+  // evaluates. The constructor takes exactly two inputs.
+  Scalar* lhs() const {
+    return static_cast<Scalar*>(inputs()[0]);
+  }
+  Scalar* rhs() const {
+    return static_cast<Scalar*>(inputs()[1]);
+  }
 
   std::string_view opName() const override {
     return "ScalarOp";

@@ -119,6 +119,8 @@ struct CudaBackend::Team {
   std::vector<int64_t> members;
   int64_t me = 0;
   at::Tensor flags;
+  // For the events of its permutes.
+  EventPool events;
   // Every member's flags, in this process's address space.
   std::vector<char*> bases;
 
@@ -182,17 +184,17 @@ PendingCollective CudaBackend::permute(
     const at::Tensor& out,
     const at::Tensor& landing,
     int64_t channel,
-    const std::string& what) {
+    std::shared_ptr<const std::string> what) {
   MDF_CHECK(
       channel >= 0 && channel < kChannels,
-      what,
+      *what,
       " is posted on stream channel ",
       channel,
       "; the CUDA backend serves channels 0 to ",
       kChannels - 1);
   MDF_CHECK(
       in.dtype() == landing.dtype() && in.numel() == landing.numel(),
-      what,
+      *what,
       " sends a ",
       in.dtype().name(),
       " tensor of sizes ",
@@ -217,7 +219,7 @@ PendingCollective CudaBackend::permute(
       t.slot(previous, Team::kReady, channel, t.me),
       t.slot(t.me, Team::kReady, channel, next));
   // Only for the watchdog's report, which a capture has none of.
-  Event ready = captured ? nullptr : recordEvent(stream);
+  Event ready = captured ? nullptr : t.events.record(stream);
   if (in.numel() > 0) {
     copyToPeer(in, place, buffers_.peerAddress(landing, next), stream);
   }
@@ -225,7 +227,7 @@ PendingCollective CudaBackend::permute(
       stream,
       t.slot(next, Team::kDone, channel, t.me),
       t.slot(t.me, Team::kDone, channel, previous));
-  Event done = recordEvent(stream);
+  Event done = t.events.record(stream);
   const c10::DeviceIndex index = device_.index();
   PendingCollective pending({}, [done, index] {
     MDF_CUDA_CHECK(cudaStreamWaitEvent(
@@ -242,7 +244,7 @@ PendingCollective CudaBackend::permute(
   // Built only if the watchdog reports: permutes are posted on every ring
   // step.
   entry.describe = [ready,
-                    what,
+                    what = std::move(what),
                     members,
                     rank = communicator_.rank(),
                     next_rank = members[next],
@@ -253,7 +255,7 @@ PendingCollective CudaBackend::permute(
         "rank ",
         rank,
         " in ",
-        what,
+        *what,
         " with team ",
         hir::teamString(members),
         " on the CUDA backend: waited for rank ");
@@ -323,7 +325,7 @@ PendingCollective CudaBackend::permute(
     const at::Tensor&,
     const at::Tensor&,
     int64_t,
-    const std::string&) {
+    std::shared_ptr<const std::string>) {
   MDF_UNREACHABLE();
 }
 

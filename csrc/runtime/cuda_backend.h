@@ -61,7 +61,8 @@ class CudaBackend {
   // CollectivePermute over `team`: `in` goes into the next member's
   // symmetric buffer at the place `landing` (a view of this member's
   // symmetric buffer) has here, and the previous member's arrives in
-  // `out`. `what` names the operation in errors. wait() on the result
+  // `out`. `what` names the operation in errors (built once by the
+  // caller: permutes are posted at every ring step). wait() on the result
   // makes the then current stream wait.
   PendingCollective permute(
       const std::vector<int64_t>& team,
@@ -69,7 +70,7 @@ class CudaBackend {
       const at::Tensor& out,
       const at::Tensor& landing,
       int64_t channel,
-      const std::string& what);
+      std::shared_ptr<const std::string> what);
 
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;

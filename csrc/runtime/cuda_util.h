@@ -6,6 +6,8 @@
 #ifdef MDFUSER_HAS_CUDA
 
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -35,6 +37,47 @@ inline Event recordEvent(cudaStream_t stream) {
   MDF_CUDA_CHECK(cudaEventRecord(event, stream));
   return owned;
 }
+
+// Events like recordEvent's, taken from a free list that each event goes
+// back to when its last owner drops it (on any thread): what is recorded
+// at every ring step saves creating and destroying an event there. An
+// event is recorded only when taken, so a wait enqueued on it earlier
+// (which reads its state when enqueued) is never changed by its reuse.
+class EventPool {
+ public:
+  Event record(cudaStream_t stream) {
+    cudaEvent_t event = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(free_->mutex);
+      if (!free_->events.empty()) {
+        event = free_->events.back();
+        free_->events.pop_back();
+      }
+    }
+    if (event == nullptr) {
+      MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    }
+    // The free list outlives the pool while its events are out.
+    Event owned(event, [free = free_](cudaEvent_t e) {
+      std::lock_guard<std::mutex> lock(free->mutex);
+      free->events.push_back(e);
+    });
+    MDF_CUDA_CHECK(cudaEventRecord(event, stream));
+    return owned;
+  }
+
+ private:
+  struct FreeList {
+    std::mutex mutex;
+    std::vector<cudaEvent_t> events;
+    ~FreeList() {
+      for (cudaEvent_t e : events) {
+        cudaEventDestroy(e);
+      }
+    }
+  };
+  std::shared_ptr<FreeList> free_ = std::make_shared<FreeList>();
+};
 
 // Whether the work `event` marks has finished, or the device failed, which
 // the work's user sees; for the watchdog's polls.

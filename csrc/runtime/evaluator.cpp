@@ -22,6 +22,7 @@
 #include "runtime/cuda_graphs.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_types.h"
+#include "runtime/views.h"
 #include "runtime/watchdog.h"
 
 namespace mdfuser {
@@ -65,14 +66,13 @@ class Interpreter {
       Communicator* communicator,
       StreamSet& streams,
       std::unique_ptr<CudaBackend>& cuda,
-      const std::unordered_map<const hir::Allocate*, int64_t>&
-          symmetric_numbers)
+      const HostIrEvaluator::Tables& tables)
       : state_(state),
         device_(device),
         communicator_(communicator),
         streams_(streams),
         cuda_(cuda),
-        symmetric_numbers_(symmetric_numbers) {}
+        tables_(tables) {}
 
   void runScope(const hir::Scope& scope) {
     for (const Expr* expr : scope.exprs()) {
@@ -141,9 +141,11 @@ class Interpreter {
     } else if (const auto* view = dynamic_cast<const hir::ShardView*>(expr)) {
       state_.tensors.insert_or_assign(
           view->out(),
-          tensor(view->in())
-              .narrow(
-                  view->axis(), scalar(view->start()), scalar(view->length())));
+          narrowView(
+              tensor(view->in()),
+              view->axis(),
+              scalar(view->start()),
+              scalar(view->length())));
     } else if (const auto* alias = dynamic_cast<const hir::View*>(expr)) {
       state_.tensors.insert_or_assign(
           alias->out(), layoutView(bind(*alias->op())));
@@ -209,8 +211,9 @@ class Interpreter {
   // third one, in iteration 1, row-major).
   at::Tensor symmetricBuffer(
       const hir::Allocate* alloc, at::IntArrayRef shape) {
-    const auto number = symmetric_numbers_.find(alloc);
-    MDF_CHECK(number != symmetric_numbers_.end(), "an unnumbered Allocate");
+    const auto number = tables_.symmetric_numbers.find(alloc);
+    MDF_CHECK(
+        number != tables_.symmetric_numbers.end(), "an unnumbered Allocate");
     std::string key = "S" + std::to_string(number->second);
     for (int64_t i : iteration_) {
       key += "." + std::to_string(i);
@@ -367,11 +370,7 @@ class Interpreter {
               request.out,
               at_input ? request.in : request.out,
               channel_,
-              detail::concat(
-                  communicationTypeName(comm->type()),
-                  " (Communication ",
-                  comm->name(),
-                  ")")));
+              tables_.names.at(comm)));
       return;
     }
     c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());
@@ -480,7 +479,7 @@ class Interpreter {
   Communicator* communicator_;
   StreamSet& streams_;
   std::unique_ptr<CudaBackend>& cuda_;
-  const std::unordered_map<const hir::Allocate*, int64_t>& symmetric_numbers_;
+  const HostIrEvaluator::Tables& tables_;
   // The index of each enclosing loop's current iteration, outermost first.
   std::vector<int64_t> iteration_;
   int64_t channel_ = 0;
@@ -527,6 +526,24 @@ void numberSymmetricAllocates(
   });
 }
 
+void nameCommunications(
+    const hir::Scope& scope,
+    std::unordered_map<
+        const hir::Communication*,
+        std::shared_ptr<const std::string>>& names) {
+  hir::forEachExpr(scope, [&](const Expr* expr) {
+    if (const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
+      names.emplace(
+          comm,
+          std::make_shared<const std::string>(detail::concat(
+              communicationTypeName(comm->type()),
+              " (Communication ",
+              comm->name(),
+              ")")));
+    }
+  });
+}
+
 } // namespace
 
 HostIrEvaluator::HostIrEvaluator(
@@ -540,7 +557,8 @@ HostIrEvaluator::HostIrEvaluator(
       communicator_(communicator),
       streams_(device),
       cuda_(cuda != nullptr ? *cuda : own_cuda_) {
-  numberSymmetricAllocates(hic_.topLevel(), symmetric_numbers_);
+  numberSymmetricAllocates(hic_.topLevel(), tables_.symmetric_numbers);
+  nameCommunications(hic_.topLevel(), tables_.names);
   if (cuda_graphs) {
     graphs_ = std::make_unique<ProgramGraphs>(
         device, communicates(hic_.topLevel()) ? communicator : nullptr);
@@ -596,8 +614,7 @@ std::vector<at::Tensor> HostIrEvaluator::runStatements(
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.tensors.emplace(hic_.inputs()[i], inputs[i]);
   }
-  Interpreter(
-      state, device_, communicator_, streams_, cuda_, symmetric_numbers_)
+  Interpreter(state, device_, communicator_, streams_, cuda_, tables_)
       .runScope(hic_.topLevel());
   MDF_CHECK(state.pending.empty(), "a communication was never waited for");
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +52,21 @@ class HostIrEvaluator {
   // The program's CUDA graphs; null unless the evaluator replays them.
   const ProgramGraphs* graphs() const;
 
+  // What runs read of the program, derived once.
+  struct Tables {
+    // Each symmetric Allocate's number, in program order: with the loop
+    // iteration and the shape, the key of its buffer, the same in every
+    // program of a fusion that allocates the same buffers.
+    std::unordered_map<const hir::Allocate*, int64_t> symmetric_numbers;
+    // Each Communication's name in errors and the watchdog's reports,
+    // "CollectivePermute (Communication 3)": the CUDA backend's moves are
+    // posted at every ring step.
+    std::unordered_map<
+        const hir::Communication*,
+        std::shared_ptr<const std::string>>
+        names;
+  };
+
  private:
   // Runs the statements one by one; `capturing` when a CUDA graph capture
   // records them.
@@ -69,10 +85,7 @@ class HostIrEvaluator {
   // (`own_cuda_` or the caller's), created on first use and kept from run
   // to run.
   std::unique_ptr<CudaBackend>& cuda_;
-  // Each symmetric Allocate's number, in program order: with the loop
-  // iteration and the shape, the key of its buffer, the same in every
-  // program of a fusion that allocates the same buffers.
-  std::unordered_map<const hir::Allocate*, int64_t> symmetric_numbers_;
+  Tables tables_;
   std::unique_ptr<ProgramGraphs> graphs_;
 };
 

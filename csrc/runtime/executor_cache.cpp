@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <c10/core/GradMode.h>
@@ -24,6 +25,9 @@ namespace mdfuser {
 struct FusionExecutorCache::Program {
   std::unique_ptr<hir::HostIrContainer> hic;
   std::unique_ptr<HostIrEvaluator> evaluator;
+  // The extents its inputs bound when they passed bindInputs' checks: the
+  // same for every input of its key (dtypes, devices, sizes, strides).
+  std::optional<ScalarEvaluator> extents;
 };
 
 namespace {
@@ -253,9 +257,11 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   if (program != nullptr && agreement == agreed_) {
     // What the ranks agreed on last: straight to the program.
     last_ = program;
-    ScalarEvaluator extents =
-        bindInputs(program->hic->fusion(), inputs, communicator);
-    return program->evaluator->run(inputs, extents, rng_base);
+    if (!program->extents.has_value()) {
+      program->extents =
+          bindInputs(program->hic->fusion(), inputs, communicator);
+    }
+    return program->evaluator->run(inputs, *program->extents, rng_base);
   }
   return runChecked(
       program,
@@ -318,6 +324,7 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     programs_.emplace(std::move(key), std::move(compiled));
   }
   last_ = program;
+  program->extents = extents;
   return program->evaluator->run(inputs, extents, rng_base);
 }
 

@@ -78,6 +78,25 @@ at::Tensor viewAs(const at::Tensor& buffer, at::IntArrayRef shape) {
   return buffer.view(shape);
 }
 
+// `t` reshaped to `shape`, `t` itself when it has that shape: a call of
+// ATen's reshape costs host time even when it changes nothing.
+at::Tensor reshapedAs(const at::Tensor& t, at::IntArrayRef shape) {
+  if (t.sizes() == shape) {
+    return t;
+  }
+  return t.reshape(shape);
+}
+
+// `t` with its axes in `order`, `t` itself when the order is the identity.
+at::Tensor permuted(const at::Tensor& t, at::IntArrayRef order) {
+  for (size_t a = 0; a < order.size(); ++a) {
+    if (order[a] != static_cast<int64_t>(a)) {
+      return t.permute(order);
+    }
+  }
+  return t;
+}
+
 // Operand i as a tensor: the bound tensor, or a literal or extent as a
 // 0-dimensional "wrapped number", which takes part in type promotion as a
 // Python number does.
@@ -302,11 +321,11 @@ void reduction(KernelCall& call) {
 // ---------------------------------------------------------- data movement
 
 void setKernel(KernelCall& call) {
-  out0(call).copy_(call.tensors[0].reshape(out0(call).sizes()));
+  out0(call).copy_(reshapedAs(call.tensors[0], out0(call).sizes()));
 }
 
 void reshapeKernel(KernelCall& call) {
-  out0(call).copy_(call.tensors[0].reshape(out0(call).sizes()));
+  out0(call).copy_(reshapedAs(call.tensors[0], out0(call).sizes()));
 }
 
 void permuteKernel(KernelCall& call) {
@@ -399,16 +418,16 @@ void linearKernel(KernelCall& call) {
   // Rows in the output's memory order; the input follows (reshape copies
   // it only where it is not laid out alike).
   const std::vector<int64_t> order = rowOrder(full_out);
-  at::Tensor out = full_out.permute(order);
-  const at::Tensor in = call.tensors[0].permute(order);
+  at::Tensor out = permuted(full_out, order);
+  const at::Tensor in = permuted(call.tensors[0], order);
   at::Tensor written = contiguousOut(out);
   // One 2-D GEMM over all leading axes. at::linear_out would run a
   // batched matmul and then add the bias in a separate pass over the
   // output; addmm with a 1-D bias takes cuBLASLt's bias epilogue.
   const int64_t n = weight.size(0);
   const int64_t m = n == 0 ? 0 : written.numel() / n;
-  at::Tensor result = written.view({m, n});
-  const at::Tensor a = in.reshape({m, in.size(-1)});
+  at::Tensor result = viewAs(written, {m, n});
+  const at::Tensor a = reshapedAs(in, {m, in.size(-1)});
   if (op.bias() == nullptr) {
     at::mm_out(result, a, weight.t());
   } else {
@@ -418,7 +437,7 @@ void linearKernel(KernelCall& call) {
     const at::Tensor& bias = call.tensors[2];
     at::addmm_out(
         result,
-        bias.dim() > 1 ? bias.permute(order).reshape({m, n}) : bias,
+        bias.dim() > 1 ? reshapedAs(permuted(bias, order), {m, n}) : bias,
         a,
         weight.t());
   }
