@@ -11,8 +11,11 @@ the row-parallel linear + allreduce at the balanced shape of
 row_parallel_linear.py (h = 1024, t = 65536), and each s: `mdfuser_cuda`
 (the statements one by one) and `mdfuser_cuda_graph` (the cuda_graph
 option), checked equal bit for bit, then --iters calls of each taking
-turns, each call started on an idle GPU; prints the median host µs per
-call and the statements a call runs, and with --json writes them (rank 0).
+turns, each call started on an idle GPU, the ranks issuing theirs one
+after the other (a rank's host time is taken while the other's host is
+idle; its GPU work waits for the peer's meanwhile); prints rank 0's
+median host µs per call and the statements a call runs, and with --json
+writes them.
 With --breakdown, rank 0 also prints the host time per kind of statement
 of profiled calls (torch.profiler on the CPU only, so that no kernel
 tracing adds to the launches; the profiler's own ranges still cost a few
@@ -164,9 +167,17 @@ def main() -> None:
                 for run in (eager, graphed) if i % 2 == 0 else (graphed, eager):
                     torch.cuda.synchronize()
                     comm.barrier()
-                    start = time.perf_counter()
-                    run()
-                    host[run].append((time.perf_counter() - start) * 1e6)
+                    # The ranks take turns: a rank's call is timed while
+                    # the others' hosts are idle and its GPU waits for
+                    # theirs (the host never waits for a peer), so that
+                    # neither the other process's launches nor its kernels
+                    # on the shared GPU land in this rank's host time.
+                    for turn in range(d):
+                        if turn == rank:
+                            start = time.perf_counter()
+                            run()
+                            host[run].append((time.perf_counter() - start) * 1e6)
+                        comm.barrier()
             torch.cuda.synchronize()
             comm.barrier()
             cuda_us, graph_us = (statistics.median(host[run]) for run in (eager, graphed))
@@ -192,7 +203,7 @@ def main() -> None:
         title = (
             f"host us per call, d={d} processes sharing {torch.cuda.get_device_name(device)}, "
             f"pairs at h=t=8192 k={args.k}, row_parallel_linear at h=1024 t=65536, "
-            f"median of {args.iters} calls each started on an idle GPU"
+            f"median of {args.iters} calls each started on an idle GPU, the ranks in turn"
         )
         print_table(title, COLUMNS, WIDTHS, rows)
         if args.json:

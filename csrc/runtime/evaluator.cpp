@@ -109,7 +109,13 @@ class Interpreter {
     if (guard.isActive()) {
       guard.before(profilerName(expr));
     }
-    if (state_.capturing && enqueuesWork(expr)) {
+    const auto found = tables_.statements.find(expr);
+    MDF_CHECK(
+        found != tables_.statements.end(),
+        "a statement outside the program: ",
+        expr->toString());
+    const HostIrEvaluator::Statement kind = found->second;
+    if (state_.capturing && enqueuesWork(kind)) {
       // Work enqueued on a stream outside the capture would run now, once,
       // rather than at each replay, and memory allocated there would not
       // be the graph's.
@@ -119,56 +125,74 @@ class Interpreter {
           expr->toString(),
           ": its stream does not take part in the capture");
     }
-    if (const auto* loop = dynamic_cast<const hir::ForLoop*>(expr)) {
-      runLoop(loop);
-    } else if (
-        const auto* get = dynamic_cast<const hir::GetCurrentStream*>(expr)) {
-      state_.captured.insert_or_assign(get->stream(), streams_.current());
-    } else if (
-        const auto* set = dynamic_cast<const hir::SetCurrentStream*>(expr)) {
-      streams_.setCurrent(stream(set->stream()));
-      channel_ = channelOf(set->stream());
-    } else if (const auto* sync = dynamic_cast<const hir::Synchronize*>(expr)) {
-      streams_.waitFor(stream(sync->stream()));
-    } else if (const auto* alloc = dynamic_cast<const hir::Allocate*>(expr)) {
-      runAllocate(alloc);
-    } else if (
-        const auto* dealloc = dynamic_cast<const hir::Deallocate*>(expr)) {
-      // The buffer may have been allocated on another stream than the one
-      // its last use ran on.
-      streams_.recordUse(tensor(dealloc->buffer()).storage().data_ptr());
-      state_.tensors.erase(dealloc->buffer());
-    } else if (const auto* view = dynamic_cast<const hir::ShardView*>(expr)) {
-      state_.tensors.insert_or_assign(
-          view->out(),
-          narrowView(
-              tensor(view->in()),
-              view->axis(),
-              scalar(view->start()),
-              scalar(view->length())));
-    } else if (const auto* alias = dynamic_cast<const hir::View*>(expr)) {
-      state_.tensors.insert_or_assign(
-          alias->out(), layoutView(bind(*alias->op())));
-    } else if (
-        const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
-      runCommunication(comm);
-    } else if (const auto* wait = dynamic_cast<const hir::Wait*>(expr)) {
-      runWait(wait);
-    } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
-      runCompute(op);
-    } else {
-      MDF_UNREACHABLE("the evaluator cannot run ", expr->toString());
+    using S = HostIrEvaluator::Statement;
+    switch (kind) {
+      case S::kLoop:
+        runLoop(static_cast<const hir::ForLoop*>(expr));
+        return;
+      case S::kGetCurrentStream: {
+        const auto* get = static_cast<const hir::GetCurrentStream*>(expr);
+        state_.captured.insert_or_assign(get->stream(), streams_.current());
+        return;
+      }
+      case S::kSetCurrentStream: {
+        const auto* set = static_cast<const hir::SetCurrentStream*>(expr);
+        streams_.setCurrent(stream(set->stream()));
+        channel_ = channelOf(set->stream());
+        return;
+      }
+      case S::kSynchronize:
+        streams_.waitFor(
+            stream(static_cast<const hir::Synchronize*>(expr)->stream()));
+        return;
+      case S::kAllocate:
+        runAllocate(static_cast<const hir::Allocate*>(expr));
+        return;
+      case S::kDeallocate: {
+        const auto* dealloc = static_cast<const hir::Deallocate*>(expr);
+        // The buffer may have been allocated on another stream than the one
+        // its last use ran on.
+        streams_.recordUse(tensor(dealloc->buffer()).storage().data_ptr());
+        state_.tensors.erase(dealloc->buffer());
+        return;
+      }
+      case S::kShardView: {
+        const auto* view = static_cast<const hir::ShardView*>(expr);
+        state_.tensors.insert_or_assign(
+            view->out(),
+            narrowView(
+                tensor(view->in()),
+                view->axis(),
+                scalar(view->start()),
+                scalar(view->length())));
+        return;
+      }
+      case S::kView: {
+        const auto* alias = static_cast<const hir::View*>(expr);
+        state_.tensors.insert_or_assign(
+            alias->out(), layoutView(bind(*alias->op())));
+        return;
+      }
+      case S::kCommunication:
+        runCommunication(static_cast<const hir::Communication*>(expr));
+        return;
+      case S::kWait:
+        runWait(static_cast<const hir::Wait*>(expr));
+        return;
+      case S::kCompute:
+        runCompute(static_cast<const TensorOp*>(expr));
+        return;
     }
+    MDF_UNREACHABLE("the evaluator cannot run ", expr->toString());
   }
 
-  // Whether `expr` enqueues device work or allocates: what must happen on
-  // a stream taking part in a capture. (A Synchronize is how a stream
+  // Whether a statement enqueues device work or allocates: what must happen
+  // on a stream taking part in a capture. (A Synchronize is how a stream
   // joins one.)
-  static bool enqueuesWork(const Expr* expr) {
-    return dynamic_cast<const hir::Allocate*>(expr) != nullptr ||
-           dynamic_cast<const hir::Communication*>(expr) != nullptr ||
-           dynamic_cast<const hir::Wait*>(expr) != nullptr ||
-           dynamic_cast<const TensorOp*>(expr) != nullptr;
+  static bool enqueuesWork(HostIrEvaluator::Statement kind) {
+    using S = HostIrEvaluator::Statement;
+    return kind == S::kAllocate || kind == S::kCommunication ||
+           kind == S::kWait || kind == S::kCompute;
   }
 
   void runLoop(const hir::ForLoop* loop) {
@@ -526,6 +550,45 @@ void numberSymmetricAllocates(
   });
 }
 
+// What `expr` is to the evaluator; fails on a statement it cannot run.
+HostIrEvaluator::Statement classify(const Expr* expr) {
+  using S = HostIrEvaluator::Statement;
+  if (dynamic_cast<const hir::ForLoop*>(expr) != nullptr) {
+    return S::kLoop;
+  }
+  if (dynamic_cast<const hir::GetCurrentStream*>(expr) != nullptr) {
+    return S::kGetCurrentStream;
+  }
+  if (dynamic_cast<const hir::SetCurrentStream*>(expr) != nullptr) {
+    return S::kSetCurrentStream;
+  }
+  if (dynamic_cast<const hir::Synchronize*>(expr) != nullptr) {
+    return S::kSynchronize;
+  }
+  if (dynamic_cast<const hir::Allocate*>(expr) != nullptr) {
+    return S::kAllocate;
+  }
+  if (dynamic_cast<const hir::Deallocate*>(expr) != nullptr) {
+    return S::kDeallocate;
+  }
+  if (dynamic_cast<const hir::ShardView*>(expr) != nullptr) {
+    return S::kShardView;
+  }
+  if (dynamic_cast<const hir::View*>(expr) != nullptr) {
+    return S::kView;
+  }
+  if (dynamic_cast<const hir::Communication*>(expr) != nullptr) {
+    return S::kCommunication;
+  }
+  if (dynamic_cast<const hir::Wait*>(expr) != nullptr) {
+    return S::kWait;
+  }
+  if (dynamic_cast<const TensorOp*>(expr) != nullptr) {
+    return S::kCompute;
+  }
+  MDF_UNREACHABLE("the evaluator cannot run ", expr->toString());
+}
+
 void nameCommunications(
     const hir::Scope& scope,
     std::unordered_map<
@@ -557,6 +620,9 @@ HostIrEvaluator::HostIrEvaluator(
       communicator_(communicator),
       streams_(device),
       cuda_(cuda != nullptr ? *cuda : own_cuda_) {
+  hir::forEachExpr(hic_.topLevel(), [this](const Expr* expr) {
+    tables_.statements.emplace(expr, classify(expr));
+  });
   numberSymmetricAllocates(hic_.topLevel(), tables_.symmetric_numbers);
   nameCommunications(hic_.topLevel(), tables_.names);
   if (cuda_graphs) {

@@ -52,8 +52,26 @@ class HostIrEvaluator {
   // The program's CUDA graphs; null unless the evaluator replays them.
   const ProgramGraphs* graphs() const;
 
+  // What the evaluator does with a statement.
+  enum class Statement {
+    kLoop,
+    kGetCurrentStream,
+    kSetCurrentStream,
+    kSynchronize,
+    kAllocate,
+    kDeallocate,
+    kShardView,
+    kView,
+    kCommunication,
+    kWait,
+    kCompute,
+  };
+
   // What runs read of the program, derived once.
   struct Tables {
+    // Every statement's kind, from one classification: a run dispatches
+    // on it without a chain of casts per statement.
+    std::unordered_map<const Expr*, Statement> statements;
     // Each symmetric Allocate's number, in program order: with the loop
     // iteration and the shape, the key of its buffer, the same in every
     // program of a fusion that allocates the same buffers.

@@ -61,6 +61,7 @@
 
 #include "ir/errors.h"
 #include "ir/ops.h"
+#include "runtime/views.h"
 
 namespace mdfuser {
 
@@ -429,7 +430,7 @@ void linearKernel(KernelCall& call) {
   at::Tensor result = viewAs(written, {m, n});
   const at::Tensor a = reshapedAs(in, {m, in.size(-1)});
   if (op.bias() == nullptr) {
-    at::mm_out(result, a, weight.t());
+    at::mm_out(result, a, transposedView(weight));
   } else {
     // A bias of the output's shape is the C operand (beta = 1): ring
     // decompositions add a received partial sum this way, in place when it
@@ -439,7 +440,7 @@ void linearKernel(KernelCall& call) {
         result,
         bias.dim() > 1 ? reshapedAs(permuted(bias, order), {m, n}) : bias,
         a,
-        weight.t());
+        transposedView(weight));
   }
   finish(written, out);
 }

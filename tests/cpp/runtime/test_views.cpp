@@ -54,6 +54,27 @@ TEST(NarrowView, NeverRequiresGrad) {
   EXPECT_FALSE(narrowView(t, 0, 1, 2).requires_grad());
 }
 
+TEST(TransposedView, MatchesT) {
+  const at::Tensor base = at::arange(6 * 8, at::kFloat).view({6, 8});
+  for (const at::Tensor& m :
+       {base, base.narrow(0, 1, 4), base.narrow(1, 2, 5), base.t()}) {
+    const at::Tensor expected = m.t();
+    at::Tensor view = transposedView(m);
+    EXPECT_EQ(view.sizes(), expected.sizes());
+    EXPECT_EQ(view.strides(), expected.strides());
+    EXPECT_EQ(view.data_ptr(), expected.data_ptr());
+    EXPECT_TRUE(at::equal(view, expected));
+    // As a GEMM's operand.
+    const at::Tensor a = at::ones({3, view.size(0)});
+    EXPECT_TRUE(at::allclose(at::mm(a, view), at::mm(a, expected)));
+  }
+  EXPECT_TRUE(test::throwsInternalError(
+      [&] {
+        transposedView(at::zeros({2, 3, 4}));
+      },
+      "a transpose of a matrix, not of a tensor of sizes [2, 3, 4]"));
+}
+
 TEST(NarrowView, RefusesAViewOutOfRange) {
   const at::Tensor t = at::zeros({4, 3});
   EXPECT_TRUE(test::throwsInternalError(
