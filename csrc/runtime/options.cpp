@@ -130,19 +130,24 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
 ExecuteOptions ExecuteOptions::parse(
     const std::vector<std::string>& enable,
     const std::vector<std::string>& disable) {
-  std::vector<std::string> known_enable = {
-      "compute_on_main_stream",
-      "ring_decomposition",
-      "cuda_graph",
-      "ring_prologues_first"};
-  std::vector<std::string> known_disable = {
-      "inplace_allreduce", "alias_layout_ops", "fuse_layer_norms"};
-  const auto& ignored_enable = ignoredEnableOptions();
-  const auto& ignored_disable = ignoredDisableOptions();
-  known_enable.insert(
-      known_enable.end(), ignored_enable.begin(), ignored_enable.end());
-  known_disable.insert(
-      known_disable.end(), ignored_disable.begin(), ignored_disable.end());
+  // Built once: every execute parses its options.
+  static const std::vector<std::string> known_enable = [] {
+    std::vector<std::string> names = {
+        "compute_on_main_stream",
+        "ring_decomposition",
+        "cuda_graph",
+        "ring_prologues_first"};
+    const auto& ignored = ignoredEnableOptions();
+    names.insert(names.end(), ignored.begin(), ignored.end());
+    return names;
+  }();
+  static const std::vector<std::string> known_disable = [] {
+    std::vector<std::string> names = {
+        "inplace_allreduce", "alias_layout_ops", "fuse_layer_norms"};
+    const auto& ignored = ignoredDisableOptions();
+    names.insert(names.end(), ignored.begin(), ignored.end());
+    return names;
+  }();
   auto check = [](const std::vector<std::string>& names,
                   const std::vector<std::string>& known,
                   const char* which) {
