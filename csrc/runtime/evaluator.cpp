@@ -5,6 +5,7 @@
 #include <chrono>
 #include <numeric>
 #include <unordered_map>
+#include <utility>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -550,41 +551,32 @@ void numberSymmetricAllocates(
   });
 }
 
+template <typename T>
+bool isA(const Expr* expr) {
+  return dynamic_cast<const T*>(expr) != nullptr;
+}
+
 // What `expr` is to the evaluator; fails on a statement it cannot run.
 HostIrEvaluator::Statement classify(const Expr* expr) {
   using S = HostIrEvaluator::Statement;
-  if (dynamic_cast<const hir::ForLoop*>(expr) != nullptr) {
-    return S::kLoop;
-  }
-  if (dynamic_cast<const hir::GetCurrentStream*>(expr) != nullptr) {
-    return S::kGetCurrentStream;
-  }
-  if (dynamic_cast<const hir::SetCurrentStream*>(expr) != nullptr) {
-    return S::kSetCurrentStream;
-  }
-  if (dynamic_cast<const hir::Synchronize*>(expr) != nullptr) {
-    return S::kSynchronize;
-  }
-  if (dynamic_cast<const hir::Allocate*>(expr) != nullptr) {
-    return S::kAllocate;
-  }
-  if (dynamic_cast<const hir::Deallocate*>(expr) != nullptr) {
-    return S::kDeallocate;
-  }
-  if (dynamic_cast<const hir::ShardView*>(expr) != nullptr) {
-    return S::kShardView;
-  }
-  if (dynamic_cast<const hir::View*>(expr) != nullptr) {
-    return S::kView;
-  }
-  if (dynamic_cast<const hir::Communication*>(expr) != nullptr) {
-    return S::kCommunication;
-  }
-  if (dynamic_cast<const hir::Wait*>(expr) != nullptr) {
-    return S::kWait;
-  }
-  if (dynamic_cast<const TensorOp*>(expr) != nullptr) {
-    return S::kCompute;
+  // No class listed derives from another: the first match is the only one.
+  static constexpr std::pair<bool (*)(const Expr*), S> kKinds[] = {
+      {isA<hir::ForLoop>, S::kLoop},
+      {isA<hir::GetCurrentStream>, S::kGetCurrentStream},
+      {isA<hir::SetCurrentStream>, S::kSetCurrentStream},
+      {isA<hir::Synchronize>, S::kSynchronize},
+      {isA<hir::Allocate>, S::kAllocate},
+      {isA<hir::Deallocate>, S::kDeallocate},
+      {isA<hir::ShardView>, S::kShardView},
+      {isA<hir::View>, S::kView},
+      {isA<hir::Communication>, S::kCommunication},
+      {isA<hir::Wait>, S::kWait},
+      {isA<TensorOp>, S::kCompute},
+  };
+  for (const auto& [is, kind] : kKinds) {
+    if (is(expr)) {
+      return kind;
+    }
   }
   MDF_UNREACHABLE("the evaluator cannot run ", expr->toString());
 }
