@@ -540,17 +540,6 @@ bool communicates(const hir::Scope& scope) {
   return found;
 }
 
-void numberSymmetricAllocates(
-    const hir::Scope& scope,
-    std::unordered_map<const hir::Allocate*, int64_t>& numbers) {
-  hir::forEachExpr(scope, [&](const Expr* expr) {
-    const auto* alloc = dynamic_cast<const hir::Allocate*>(expr);
-    if (alloc != nullptr && alloc->isSymmetric()) {
-      numbers.emplace(alloc, static_cast<int64_t>(numbers.size()));
-    }
-  });
-}
-
 template <typename T>
 bool isA(const Expr* expr) {
   return dynamic_cast<const T*>(expr) != nullptr;
@@ -581,14 +570,22 @@ HostIrEvaluator::Statement classify(const Expr* expr) {
   MDF_UNREACHABLE("the evaluator cannot run ", expr->toString());
 }
 
-void nameCommunications(
-    const hir::Scope& scope,
-    std::unordered_map<
-        const hir::Communication*,
-        std::shared_ptr<const std::string>>& names) {
+// The tables of a program's statements, from one walk in program order.
+HostIrEvaluator::Tables tablesOf(const hir::Scope& scope) {
+  using S = HostIrEvaluator::Statement;
+  HostIrEvaluator::Tables tables;
   hir::forEachExpr(scope, [&](const Expr* expr) {
-    if (const auto* comm = dynamic_cast<const hir::Communication*>(expr)) {
-      names.emplace(
+    const S kind = classify(expr);
+    tables.statements.emplace(expr, kind);
+    if (kind == S::kAllocate) {
+      const auto* alloc = static_cast<const hir::Allocate*>(expr);
+      if (alloc->isSymmetric()) {
+        tables.symmetric_numbers.emplace(
+            alloc, static_cast<int64_t>(tables.symmetric_numbers.size()));
+      }
+    } else if (kind == S::kCommunication) {
+      const auto* comm = static_cast<const hir::Communication*>(expr);
+      tables.names.emplace(
           comm,
           std::make_shared<const std::string>(detail::concat(
               communicationTypeName(comm->type()),
@@ -597,6 +594,7 @@ void nameCommunications(
               ")")));
     }
   });
+  return tables;
 }
 
 } // namespace
@@ -611,12 +609,8 @@ HostIrEvaluator::HostIrEvaluator(
       device_(device),
       communicator_(communicator),
       streams_(device),
-      cuda_(cuda != nullptr ? *cuda : own_cuda_) {
-  hir::forEachExpr(hic_.topLevel(), [this](const Expr* expr) {
-    tables_.statements.emplace(expr, classify(expr));
-  });
-  numberSymmetricAllocates(hic_.topLevel(), tables_.symmetric_numbers);
-  nameCommunications(hic_.topLevel(), tables_.names);
+      cuda_(cuda != nullptr ? *cuda : own_cuda_),
+      tables_(tablesOf(hic_.topLevel())) {
   if (cuda_graphs) {
     graphs_ = std::make_unique<ProgramGraphs>(
         device, communicates(hic_.topLevel()) ? communicator : nullptr);

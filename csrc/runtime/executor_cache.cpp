@@ -3,7 +3,6 @@
 
 #include <functional>
 #include <iostream>
-#include <optional>
 #include <string>
 
 #include <c10/core/GradMode.h>
@@ -25,9 +24,10 @@ namespace mdfuser {
 struct FusionExecutorCache::Program {
   std::unique_ptr<hir::HostIrContainer> hic;
   std::unique_ptr<HostIrEvaluator> evaluator;
-  // The extents its inputs bound when they passed bindInputs' checks: the
-  // same for every input of its key (dtypes, devices, sizes, strides).
-  std::optional<ScalarEvaluator> extents;
+  // The extents its inputs bound when they passed bindInputs' checks,
+  // before it entered the cache: the same for every input of its key
+  // (dtypes, devices, sizes, strides).
+  ScalarEvaluator extents;
 };
 
 namespace {
@@ -257,11 +257,7 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   if (program != nullptr && agreement == agreed_) {
     // What the ranks agreed on last: straight to the program.
     last_ = program;
-    if (!program->extents.has_value()) {
-      program->extents =
-          bindInputs(program->hic->fusion(), inputs, communicator);
-    }
-    return program->evaluator->run(inputs, *program->extents, rng_base);
+    return program->evaluator->run(inputs, program->extents, rng_base);
   }
   return runChecked(
       program,
@@ -292,7 +288,6 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     communicator.join();
   }
   std::unique_ptr<Program> compiled;
-  ScalarEvaluator extents;
   try {
     if (program == nullptr) {
       checkInputs(definition_, inputs);
@@ -300,7 +295,7 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
       program = compiled.get();
     }
     // The compiled fusion's inputs carry the propagated shardings.
-    extents = bindInputs(program->hic->fusion(), inputs, communicator);
+    program->extents = bindInputs(program->hic->fusion(), inputs, communicator);
   } catch (const UserError& e) {
     if (compare) {
       // The others raise it too instead of waiting for this rank.
@@ -324,8 +319,7 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     programs_.emplace(std::move(key), std::move(compiled));
   }
   last_ = program;
-  program->extents = extents;
-  return program->evaluator->run(inputs, extents, rng_base);
+  return program->evaluator->run(inputs, program->extents, rng_base);
 }
 
 } // namespace mdfuser
