@@ -428,16 +428,18 @@ class Lowerer {
     if (r.type == CommunicationType::Allreduce) {
       // On the CUDA backend peers write into the ring's buffer, which must
       // then live in symmetric memory; a program output cannot (each run
-      // returns a fresh one): the ring runs in a buffer of its own, copied
-      // into the output at the end.
-      const bool stand_in = options_.backend == CommunicatorBackend::kCuda &&
-                            hic_.isOutput(consumer);
-      TensorView* sums = stand_in ? operand(bufferLike(consumer)) : out;
+      // returns a fresh one): the parts arrive in a buffer of their own.
+      const bool apart = options_.backend == CommunicatorBackend::kCuda &&
+                         hic_.isOutput(consumer);
       emitLinearAllreduce(
-          ring(team), p.in, p.axis, p.weight, sums, p.axis, extent);
-      if (stand_in) {
-        scope_->pushBack(hic_.create<LoadStoreOp>(out, sums));
-      }
+          ring(team),
+          p.in,
+          p.axis,
+          p.weight,
+          out,
+          p.axis,
+          extent,
+          apart ? operand(bufferLike(consumer)) : out);
       return true;
     }
     // The partial sums arrive in a buffer of one part's shape.

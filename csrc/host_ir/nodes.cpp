@@ -341,6 +341,28 @@ std::vector<Val*> present(TensorView* tv) {
   return tv == nullptr ? std::vector<Val*>{} : std::vector<Val*>{tv};
 }
 
+// A permute's place of landing: `out` unless given.
+TensorView* landingOf(
+    const CommunicationSpec& spec, TensorView* out, TensorView* landing) {
+  if (spec.type != CommunicationType::CollectivePermute) {
+    MDF_CHECK(landing == nullptr, "only a CollectivePermute has a landing");
+    return nullptr;
+  }
+  return landing == nullptr ? out : landing;
+}
+
+// The input and, where it is another view, the landing: read by no one
+// here, it names a place, whose view is made before the permute as an
+// operand's is.
+std::vector<Val*> operandsOf(
+    TensorView* in, TensorView* out, TensorView* landing) {
+  std::vector<Val*> operands = present(in);
+  if (landing != nullptr && landing != in && landing != out) {
+    operands.push_back(landing);
+  }
+  return operands;
+}
+
 bool reduces(CommunicationType type) {
   return type == CommunicationType::Allreduce ||
          type == CommunicationType::ReduceScatter ||
@@ -354,12 +376,17 @@ Communication::Communication(
     CommunicationSpec spec,
     TensorView* in,
     TensorView* out,
-    CommunicatorBackend backend)
-    : HostExpr(container, present(in), present(out)),
+    CommunicatorBackend backend,
+    TensorView* landing)
+    : HostExpr(
+          container,
+          operandsOf(in, out, landingOf(spec, out, landing)),
+          present(out)),
       spec_(std::move(spec)),
       in_(in),
       out_(out),
-      backend_(backend) {
+      backend_(backend),
+      landing_(landingOf(spec_, out, landing)) {
   MDF_CHECK(!spec_.team.empty(), "a communication needs a team");
   MDF_CHECK(in != nullptr || out != nullptr, "a communication moves data");
   if (spec_.senders.empty()) {
@@ -414,9 +441,9 @@ std::string Communication::toString() const {
   }
   if (backend_ == CommunicatorBackend::kCuda &&
       spec_.type == CommunicationType::CollectivePermute) {
-    s += spec_.lands_at == CommunicationSpec::LandsAt::kInput
-             ? ", lands_at=input"
-             : ", lands_at=output";
+    s += landing_ == in_    ? ", lands_at=input"
+         : landing_ == out_ ? ", lands_at=output"
+                            : ", lands_at=" + landing_->toString();
   }
   return s + ", backend=" + std::string(backendName(backend_)) + ")";
 }

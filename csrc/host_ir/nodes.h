@@ -417,13 +417,6 @@ struct CommunicationSpec {
   // tensor, of the device axis the collective sums over (one element
   // locally), dropped before posting; -1 if none.
   int64_t in_device_axis = -1;
-  // A CollectivePermute on the CUDA backend writes its input into the next
-  // member's buffer, at the offset, in that symmetric buffer, of this
-  // member's `input` (a ring over one buffer cut into parts by their
-  // absolute index, where each part keeps its place on every member) or of
-  // its `output` (a buffer of its own).
-  enum class LandsAt { kOutput, kInput };
-  LandsAt lands_at = LandsAt::kOutput;
 };
 
 // Posts a collective on the current stream. A rank that only sends has no
@@ -431,6 +424,13 @@ struct CommunicationSpec {
 // nullptr. A CollectivePermute (the step of a ring) has both: each team
 // member sends `in` to the next member and receives the previous member's
 // into `out`; until its Wait nothing may write `in` or touch `out`.
+//
+// On the CUDA backend a CollectivePermute writes `in` straight into the
+// next member's memory, at the place in its symmetric buffer that
+// `landing` has in this member's: `in` itself in a ring over one buffer
+// whose parts keep their place on every member, `out` in a buffer of its
+// own (the default), or another view of the receiving buffer where `in`
+// is not in it (the part of it the next member receives into at this step).
 class Communication : public HostExpr {
  public:
   Communication(
@@ -438,7 +438,8 @@ class Communication : public HostExpr {
       CommunicationSpec spec,
       TensorView* in,
       TensorView* out,
-      CommunicatorBackend backend);
+      CommunicatorBackend backend,
+      TensorView* landing = nullptr);
 
   const CommunicationSpec& spec() const {
     return spec_;
@@ -460,6 +461,10 @@ class Communication : public HostExpr {
   CommunicatorBackend backend() const {
     return backend_;
   }
+  // A CollectivePermute's place of landing (above); nullptr otherwise.
+  TensorView* landing() const {
+    return landing_;
+  }
   std::optional<int64_t> root() const {
     return spec_.root;
   }
@@ -476,6 +481,7 @@ class Communication : public HostExpr {
   TensorView* in_;
   TensorView* out_;
   CommunicatorBackend backend_;
+  TensorView* landing_ = nullptr;
 };
 
 // The current stream waits for `communication` to finish.

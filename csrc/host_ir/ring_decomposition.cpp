@@ -64,20 +64,18 @@ class RingBuilder {
   }
 
   // Posts `in` to the next device and receives the previous one's into
-  // `out`, in `scope`; returns the communication to wait for. `lands_at`
-  // says where `in` lands on the next device (CommunicationSpec::lands_at):
-  // at the place of this device's `in` when both are parts of one buffer
-  // cut by absolute part index, else at the place of its `out`.
+  // `out`, in `scope`; returns the communication to wait for. `landing`
+  // (Communication::landing) is where `in` lands on the next device: at the
+  // place there of this device's `landing`.
   Communication* permute(
       Scope& scope,
       TensorView* in,
       TensorView* out,
-      CommunicationSpec::LandsAt lands_at) const {
+      TensorView* landing) const {
     CommunicationSpec spec;
     spec.type = CommunicationType::CollectivePermute;
     spec.team = ring_.team;
-    spec.lands_at = lands_at;
-    auto* c = hic_.create<Communication>(spec, in, out, ring_.backend);
+    auto* c = hic_.create<Communication>(spec, in, out, ring_.backend, landing);
     scope.pushBack(c);
     return c;
   }
@@ -139,8 +137,7 @@ void emitAllgatherLinear(
   TensorView* next =
       body.chunk(gathered, axis, body.part(-1, steps->index()), extent);
   // Part p travels from device p + j to p + j + 1 into part p.
-  Communication* c = body.permute(
-      steps->body(), held, next, CommunicationSpec::LandsAt::kInput);
+  Communication* c = body.permute(steps->body(), held, next, held);
   TensorView* result = body.chunk(out, out_axis, held_index, extent);
   body.linear(steps->body(), result, held, weight, bias);
   steps->body().pushBack(hic.create<Wait>(c));
@@ -180,8 +177,7 @@ void emitLinearReduceScatter(
   // this device's partial sum of that part in the GEMM.
   ForLoop* steps = b.loop(1, d);
   RingBuilder body = b.in(steps->body());
-  Communication* c = body.permute(
-      steps->body(), out, receive, CommunicationSpec::LandsAt::kOutput);
+  Communication* c = body.permute(steps->body(), out, receive, receive);
   steps->body().pushBack(hic.create<Wait>(c));
   TensorView* part =
       body.chunk(in, in_axis, body.part(-1, steps->index()), extent);
@@ -196,12 +192,15 @@ void emitLinearAllreduce(
     TensorView* weight,
     TensorView* out,
     int64_t out_axis,
-    Scalar* extent) {
+    Scalar* extent,
+    TensorView* receive) {
   RingBuilder b(ring);
   const int64_t d = b.size();
   HostIrContainer& hic = b.hic();
-  // Reduce-scatter ring: each part's partial sum travels in out's part
-  // itself, received into it and accumulated in place.
+  const bool apart = receive != out;
+  // Reduce-scatter ring: out's part p accumulates the partial sum of part
+  // p, which travels on into the next device's `receive`, at the place
+  // there of this device's part p.
   Scalar* first = b.part(-1, nullptr);
   b.linear(
       b.scope(),
@@ -212,32 +211,39 @@ void emitLinearAllreduce(
   ForLoop* reduce = b.loop(1, d);
   {
     RingBuilder body = b.in(reduce->body());
+    Scalar* sent_index = body.part(0, reduce->index());
     Scalar* index = body.part(-1, reduce->index());
-    TensorView* sent =
-        body.chunk(out, out_axis, body.part(0, reduce->index()), extent);
-    TensorView* received = body.chunk(out, out_axis, index, extent);
-    Communication* c = body.permute(
-        reduce->body(), sent, received, CommunicationSpec::LandsAt::kInput);
+    TensorView* sent = body.chunk(out, out_axis, sent_index, extent);
+    TensorView* landing =
+        apart ? body.chunk(receive, out_axis, sent_index, extent) : sent;
+    TensorView* received = body.chunk(receive, out_axis, index, extent);
+    Communication* c = body.permute(reduce->body(), sent, received, landing);
     reduce->body().pushBack(hic.create<Wait>(c));
     body.linear(
         reduce->body(),
-        received,
+        apart ? body.chunk(out, out_axis, index, extent) : received,
         body.chunk(in, in_axis, index, extent),
         weight,
         received);
   }
   b.scope().pushBack(reduce);
-  // Allgather ring: part me is reduced; pass the reduced parts round.
+  // Allgather ring: part me is reduced; pass the reduced parts round, each
+  // copied from `receive` into out once it arrived.
   ForLoop* gather = b.loop(0, d - 1);
   {
     RingBuilder body = b.in(gather->body());
-    TensorView* held =
-        body.chunk(out, out_axis, body.part(0, gather->index()), extent);
-    TensorView* next =
-        body.chunk(out, out_axis, body.part(-1, gather->index()), extent);
-    Communication* c = body.permute(
-        gather->body(), held, next, CommunicationSpec::LandsAt::kInput);
+    Scalar* held_index = body.part(0, gather->index());
+    Scalar* next_index = body.part(-1, gather->index());
+    TensorView* held = body.chunk(out, out_axis, held_index, extent);
+    TensorView* landing =
+        apart ? body.chunk(receive, out_axis, held_index, extent) : held;
+    TensorView* next = body.chunk(receive, out_axis, next_index, extent);
+    Communication* c = body.permute(gather->body(), held, next, landing);
     gather->body().pushBack(hic.create<Wait>(c));
+    if (apart) {
+      gather->body().pushBack(hic.create<LoadStoreOp>(
+          body.chunk(out, out_axis, next_index, extent), next));
+    }
   }
   b.scope().pushBack(gather);
 }

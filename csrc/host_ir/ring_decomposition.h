@@ -59,9 +59,15 @@ void emitLinearReduceScatter(
     Scalar* part_extent);
 
 // out = the sum over the team of linear(in, weight): the reduce-scatter
-// ring, with each part's partial sum received into and accumulated in place
-// in out's part, then an allgather ring of the reduced parts, both cut along
-// in's `in_axis` and out's `out_axis`, of extent `extent`.
+// ring, then an allgather ring of the reduced parts, both cut along in's
+// `in_axis` and out's `out_axis`, of extent `extent`. Peers' parts arrive in
+// `receive`: out itself, where each part's partial sum is received into and
+// accumulated in place in out's part; or a buffer of out's shape (one that
+// can live in symmetric memory where out cannot), where out's part p still
+// accumulates part p's partial sum and sends it from there, the GEMMs adding
+// what `receive` holds, and each reduced part arriving in the allgather is
+// copied into out. The part this device reduces is computed into out and
+// never copied.
 void emitLinearAllreduce(
     const Ring& ring,
     TensorView* in,
@@ -69,6 +75,7 @@ void emitLinearAllreduce(
     TensorView* weight,
     TensorView* out,
     int64_t out_axis,
-    Scalar* extent);
+    Scalar* extent,
+    TensorView* receive);
 
 } // namespace mdfuser::hir

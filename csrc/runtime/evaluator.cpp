@@ -385,15 +385,16 @@ class Interpreter {
     }
     MDF_CHECK(communicator_ != nullptr, "a communication needs a communicator");
     if (comm->backend() == hir::CommunicatorBackend::kCuda) {
-      const bool at_input =
-          spec.lands_at == hir::CommunicationSpec::LandsAt::kInput;
+      const TensorView* landing = comm->landing();
       state_.pending.insert_or_assign(
           comm,
           cuda().permute(
               spec.team,
               request.in,
               request.out,
-              at_input ? request.in : request.out,
+              landing == comm->in()    ? request.in
+              : landing == comm->out() ? request.out
+                                       : tensor(landing),
               channel_,
               tables_.names.at(comm)));
       return;

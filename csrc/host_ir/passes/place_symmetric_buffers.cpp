@@ -31,11 +31,7 @@ class Placer {
           comm->type() == CommunicationType::CollectivePermute,
           "the CUDA backend carries CollectivePermutes only, not ",
           comm->toString());
-      const TensorView* landing =
-          comm->spec().lands_at == CommunicationSpec::LandsAt::kInput
-              ? comm->in()
-              : comm->out();
-      const TensorView* root = landing;
+      const TensorView* root = comm->landing();
       for (auto it = source_.find(root); it != source_.end();
            it = source_.find(root)) {
         root = it->second;

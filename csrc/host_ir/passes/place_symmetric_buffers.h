@@ -6,8 +6,8 @@
 namespace mdfuser::hir {
 
 // Puts in symmetric memory the buffers that peers write into: the buffer
-// each CollectivePermute on the CUDA backend lands in (its `lands_at`
-// tensor, through the views it is cut from), shared with the permute's
+// each CollectivePermute on the CUDA backend lands in (its `landing`,
+// through the views it is cut from), shared with the permute's
 // team. Its Allocate becomes
 //
 //   T8 = ALLOCATE(mem_type=symmetric, team=(0 1), zero_init=false)

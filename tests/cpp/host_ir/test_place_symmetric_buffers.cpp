@@ -66,9 +66,7 @@ Summary summarize(const HostIrContainer& hic) {
           std::string(communicationTypeName(c->type())) + " " +
           std::string(backendName(c->backend())));
       if (c->backend() == CommunicatorBackend::kCuda) {
-        const TensorView* root =
-            c->spec().lands_at == CommunicationSpec::LandsAt::kInput ? c->in()
-                                                                     : c->out();
+        const TensorView* root = c->landing();
         while (source.count(root) > 0) {
           root = source.at(root);
         }
@@ -144,10 +142,12 @@ TEST(PlaceSymmetricBuffers, CollectivesBesideCudaRingsGoToNccl) {
   EXPECT_TRUE(symmetricOf(gather).empty());
 }
 
-TEST(PlaceSymmetricBuffers, AnOutputRingRunsInAStandIn) {
+TEST(PlaceSymmetricBuffers, AnOutputRingReceivesInABufferOfItsOwn) {
   // The row-parallel linear's allreduce ring would land in the program's
-  // output, which each run returns afresh: it runs in a symmetric buffer of
-  // its own, copied into the output at the end.
+  // output, which each run returns afresh: peers' parts arrive in a
+  // symmetric buffer of its own. The GEMMs still write into the output's
+  // parts and the permutes send from there, so that the part this device
+  // reduces is never copied: only the d - 1 parts the allgather brings are.
   for (int64_t s : {1, 3}) {
     auto hic = compile(
         test::makeRowParallelLinear(2, 2, s), 0, CommunicatorBackend::kCuda);
@@ -158,10 +158,43 @@ TEST(PlaceSymmetricBuffers, AnOutputRingRunsInAStandIn) {
     const TensorView* output = hic->outputs().front();
     EXPECT_EQ(ar.landings.count(output->name()), 0u);
     EXPECT_TRUE(ar.allocations.at(output->name()).empty());
+
+    std::map<const TensorView*, const TensorView*> source;
+    forEachExpr(hic->topLevel(), [&](const Expr* e) {
+      if (std::optional<ViewOf> view = asView(e)) {
+        source[view->view] = view->source;
+      }
+    });
+    auto root = [&](const TensorView* tv) {
+      while (source.count(tv) > 0) {
+        tv = source.at(tv);
+      }
+      return tv->name();
+    };
+    const int64_t stand_in = *ar.landings.begin();
+    int64_t gemms = 0;
+    int64_t copies = 0;
+    forEachExpr(hic->topLevel(), [&](const Expr* e) {
+      if (const auto* c = dynamic_cast<const Communication*>(e)) {
+        EXPECT_EQ(root(c->in()), output->name()) << c->toString();
+        EXPECT_EQ(root(c->out()), stand_in) << c->toString();
+        EXPECT_NE(c->landing(), c->out()) << c->toString();
+      } else if (const auto* op = dynamic_cast<const TensorOp*>(e)) {
+        EXPECT_EQ(root(op->out()), output->name()) << op->toString();
+        if (dynamic_cast<const LoadStoreOp*>(op) != nullptr) {
+          ++copies;
+          EXPECT_EQ(root(op->tensorInputs().front()), stand_in);
+        } else {
+          ++gemms;
+        }
+      }
+    });
+    // Per stream chunk: the GEMMs of both ring steps, one copy of the
+    // other device's reduced part.
+    EXPECT_EQ(gemms, 2);
+    EXPECT_EQ(copies, 1) << hic->toString();
     const std::string program = hic->toString();
     EXPECT_NE(program.find("mem_type=symmetric, team=(0 1)"), std::string::npos)
-        << program;
-    EXPECT_NE(program.find("lands_at=input, backend=CUDA"), std::string::npos)
         << program;
   }
 }
@@ -173,10 +206,8 @@ TEST(PlaceSymmetricBuffers, ALandingWithoutAllocationIsRefused) {
   b.output(out);
   auto hic = b.build();
   // A permute landing in the program's input: nothing allocates it.
-  CommunicationSpec spec = test::collectivePermute({0, 1});
-  spec.lands_at = CommunicationSpec::LandsAt::kInput;
-  auto* c =
-      hic->create<Communication>(spec, in, out, CommunicatorBackend::kCuda);
+  auto* c = hic->create<Communication>(
+      test::collectivePermute({0, 1}), in, out, CommunicatorBackend::kCuda, in);
   hic->topLevel().pushBack(
       hic->create<Allocate>(out, std::vector<Scalar*>{constant(hic->ir(), 4)}));
   hic->topLevel().pushBack(c);
@@ -190,6 +221,49 @@ TEST(PlaceSymmetricBuffers, ALandingWithoutAllocationIsRefused) {
         std::string::npos)
         << e.what();
   }
+}
+
+TEST(PlaceSymmetricBuffers, ALandingOfItsOwnIsWhatBecomesSymmetric) {
+  // A permute that sends from one buffer, receives into a second and lands
+  // on the next device in a third: only the third is written by peers.
+  test::ProgramBuilder b;
+  TensorView* in = b.input({4});
+  TensorView* out = b.tensor({4});
+  TensorView* place = b.tensor({4});
+  b.output(out);
+  auto hic = b.build();
+  auto* c = hic->create<Communication>(
+      test::collectivePermute({0, 1}),
+      in,
+      out,
+      CommunicatorBackend::kCuda,
+      place);
+  EXPECT_EQ(c->landing(), place);
+  // Nothing reads it here, but its view must exist before the permute.
+  EXPECT_EQ(c->inputs(), (std::vector<Val*>{in, place}));
+  EXPECT_NE(
+      c->toString().find(", lands_at=" + place->toString() + ", backend=CUDA"),
+      std::string::npos)
+      << c->toString();
+  for (TensorView* tv : {out, place}) {
+    hic->topLevel().pushBack(hic->create<Allocate>(
+        tv, std::vector<Scalar*>{constant(hic->ir(), 4)}));
+  }
+  hic->topLevel().pushBack(c);
+  hic->topLevel().pushBack(hic->create<Wait>(c));
+  placeSymmetricBuffers(*hic);
+  const Summary summary = summarize(*hic);
+  EXPECT_EQ(symmetricOf(summary), (std::set<int64_t>{place->name()}));
+  EXPECT_TRUE(summary.allocations.at(out->name()).empty());
+
+  // Only a permute has one.
+  CommunicationSpec spec;
+  spec.type = CommunicationType::Allreduce;
+  spec.team = {0, 1};
+  EXPECT_THROW(
+      hic->create<Communication>(
+          spec, in, out, CommunicatorBackend::kNccl, place),
+      InternalError);
 }
 
 TEST(PlaceSymmetricBuffers, OnlyPermutesRunOnTheCudaBackend) {

@@ -99,8 +99,8 @@ def test_linear_allreduce(multidevice_test, s, t):
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (out,) = fd.execute(args, backend=CUDA)
     assert torch.equal(out.cpu(), torch_linear(full, False))
-    # The reduce-scatter ring, then the allgather ring, in a symmetric
-    # stand-in for the output, copied into it.
+    # The reduce-scatter ring, then the allgather ring, receiving into a
+    # symmetric buffer of their own: the output cannot be one.
     expect_cuda_rings(test, fd.last_host_ir(), 2)
 
 
