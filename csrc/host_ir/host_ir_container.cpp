@@ -27,10 +27,11 @@ void printScope(std::ostream& os, const Scope& scope, int depth) {
   }
 }
 
-std::string tensorList(const std::vector<TensorView*>& tvs) {
+template <typename T>
+std::string valList(const std::vector<T*>& vals) {
   std::string s = "(";
-  for (size_t i = 0; i < tvs.size(); ++i) {
-    s += (i > 0 ? ", " : "") + tvs[i]->toString();
+  for (size_t i = 0; i < vals.size(); ++i) {
+    s += (i > 0 ? ", " : "") + vals[i]->toString();
   }
   return s + ")";
 }
@@ -39,8 +40,9 @@ std::string tensorList(const std::vector<TensorView*>& tvs) {
 
 std::string HostIrContainer::toString() const {
   std::ostringstream ss;
-  ss << "%HostIrContainer { " << tensorList(inputs()) << " -> "
-     << tensorList(outputs()) << " :\n";
+  // Tensors and scalar inputs in the order defined: execute's arguments.
+  ss << "%HostIrContainer { " << valList(fusion().allInputs()) << " -> "
+     << valList(outputs()) << " :\n";
   printScope(ss, top_level_, 1);
   ss << "} // %HostIrContainer\n";
   return ss.str();

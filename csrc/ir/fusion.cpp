@@ -49,10 +49,22 @@ TensorView* Fusion::defineTensor(
   return tv;
 }
 
+Literal* Fusion::defineScalarInput(DataType dtype) {
+  MDF_USER_CHECK(
+      !isFrozen(),
+      "cannot define a scalar input in a fusion that has already been "
+      "executed");
+  auto* scalar = create<Literal>(dtype);
+  scalar_inputs_.push_back(scalar);
+  all_inputs_.push_back(scalar);
+  return scalar;
+}
+
 void Fusion::addInput(TensorView* tv) {
   MDF_CHECK(tv->container() == this);
   MDF_CHECK(!isInput(tv), tv->toString(), " is already an input");
   inputs_.push_back(tv);
+  all_inputs_.push_back(tv);
 }
 
 void Fusion::addOutput(TensorView* tv) {
@@ -71,7 +83,8 @@ void Fusion::addOutput(TensorView* tv) {
 }
 
 bool Fusion::isInput(const Val* val) const {
-  return std::find(inputs_.begin(), inputs_.end(), val) != inputs_.end();
+  return std::find(all_inputs_.begin(), all_inputs_.end(), val) !=
+         all_inputs_.end();
 }
 
 bool Fusion::isOutput(const Val* val) const {
@@ -133,6 +146,8 @@ std::unique_ptr<Fusion> Fusion::clone() const {
   IrCloner cloner(copy.get());
   copy->copyFrom(*this, cloner);
   copy->inputs_ = cloner.clone(inputs_);
+  copy->scalar_inputs_ = cloner.clone(scalar_inputs_);
+  copy->all_inputs_ = cloner.clone(all_inputs_);
   copy->outputs_ = cloner.clone(outputs_);
   for (const ExtentConstraint& c : constraints_) {
     copy->constraints_.push_back(
@@ -179,8 +194,8 @@ std::string Fusion::toString() const {
   std::ostringstream ss;
   ss << "%Fusion {\n";
   ss << "inputs:\n";
-  for (const TensorView* tv : inputs_) {
-    ss << "  " << tv->toString() << "\n";
+  for (const Val* input : all_inputs_) {
+    ss << "  " << input->toString() << "\n";
   }
   ss << "outputs:\n";
   for (const TensorView* tv : outputs_) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/container.h"
+#include "ir/literal.h"
 #include "ir/tensor_view.h"
 
 namespace mdfuser {
@@ -41,10 +42,24 @@ class Fusion : public IrContainer {
       std::vector<std::optional<bool>> contiguity,
       DataType dtype);
 
+  // A new scalar input of `dtype`, whose value each execute gives
+  // (define_scalar(None, dtype)).
+  Literal* defineScalarInput(DataType dtype);
+
   void addInput(TensorView* tv);
   void addOutput(TensorView* tv);
+  // The input tensors.
   const std::vector<TensorView*>& inputs() const {
     return inputs_;
+  }
+  // The scalar inputs, in the order defined.
+  const std::vector<Literal*>& scalarInputs() const {
+    return scalar_inputs_;
+  }
+  // Every input, tensors and scalars, in the order defined: the order of
+  // execute's arguments.
+  const std::vector<Val*>& allInputs() const {
+    return all_inputs_;
   }
   const std::vector<TensorView*>& outputs() const {
     return outputs_;
@@ -85,6 +100,8 @@ class Fusion : public IrContainer {
 
  private:
   std::vector<TensorView*> inputs_;
+  std::vector<Literal*> scalar_inputs_;
+  std::vector<Val*> all_inputs_;
   std::vector<TensorView*> outputs_;
   std::vector<ExtentConstraint> constraints_;
   bool frozen_ = false;

@@ -8,8 +8,6 @@
 
 namespace mdfuser {
 
-namespace {
-
 std::string valueString(const Literal::Value& value) {
   if (const bool* b = std::get_if<bool>(&value)) {
     return *b ? "true" : "false";
@@ -29,8 +27,6 @@ std::string valueString(const Literal::Value& value) {
   return s;
 }
 
-} // namespace
-
 DataType defaultDtype(const Literal::Value& value) {
   if (std::holds_alternative<bool>(value)) {
     return DataType::Bool;
@@ -41,15 +37,25 @@ DataType defaultDtype(const Literal::Value& value) {
   return DataType::Double;
 }
 
+bool Literal::fits(const Value& value, DataType dtype) {
+  return std::holds_alternative<bool>(value) ? dtype == DataType::Bool
+         : std::holds_alternative<int64_t>(value)
+             ? isIntegralType(dtype) || isFloatingType(dtype)
+             : isFloatingType(dtype);
+}
+
+Literal::Value Literal::as(const Value& value, DataType dtype) {
+  MDF_CHECK(fits(value, dtype));
+  if (std::holds_alternative<int64_t>(value) && isFloatingType(dtype)) {
+    return static_cast<double>(std::get<int64_t>(value));
+  }
+  return value;
+}
+
 Literal::Literal(IrContainer* container, Value value, DataType dtype)
-    : Val(container), value_(value), dtype_(dtype) {
-  const bool fits = std::holds_alternative<bool>(value)
-                        ? dtype == DataType::Bool
-                    : std::holds_alternative<int64_t>(value)
-                        ? isIntegralType(dtype) || isFloatingType(dtype)
-                        : isFloatingType(dtype);
+    : Val(container), dtype_(dtype) {
   MDF_TYPE_CHECK(
-      fits,
+      fits(value, dtype),
       "define_scalar: ",
       valueString(value),
       " cannot be a ",
@@ -57,31 +63,57 @@ Literal::Literal(IrContainer* container, Value value, DataType dtype)
       "; expected a value of its kind (Bool for bools, Int, Int32 or a "
       "floating type for integers, a floating type for floats)");
   // An integer given a floating dtype is stored as what it now is.
-  if (std::holds_alternative<int64_t>(value) && isFloatingType(dtype)) {
-    value_ = static_cast<double>(std::get<int64_t>(value));
-  }
+  value_ = as(value, dtype);
+}
+
+Literal::Literal(IrContainer* container, DataType dtype)
+    : Val(container), dtype_(dtype) {
+  MDF_TYPE_CHECK(
+      dtype == DataType::Bool || isIntegralType(dtype) || isFloatingType(dtype),
+      "define_scalar: a scalar input cannot be a ",
+      dtype,
+      "; expected Bool, an integral or a floating type");
+}
+
+const Literal::Value& Literal::value() const {
+  MDF_CHECK(
+      value_.has_value(),
+      "the scalar input ",
+      toString(),
+      " has no value here");
+  return *value_;
 }
 
 double Literal::asDouble() const {
-  if (const bool* b = std::get_if<bool>(&value_)) {
+  const Value& v = value();
+  if (const bool* b = std::get_if<bool>(&v)) {
     return *b ? 1.0 : 0.0;
   }
-  if (const int64_t* i = std::get_if<int64_t>(&value_)) {
+  if (const int64_t* i = std::get_if<int64_t>(&v)) {
     return static_cast<double>(*i);
   }
-  return std::get<double>(value_);
+  return std::get<double>(v);
 }
 
 std::string Literal::toString() const {
-  const std::string s = valueString(value_);
-  if (dtype_ == defaultDtype(value_)) {
+  if (isSymbolic()) {
+    const std::string s = "s" + std::to_string(name());
+    const bool plain = dtype_ == DataType::Bool || dtype_ == DataType::Int ||
+                       dtype_ == DataType::Double;
+    return plain ? s : std::string(typeString(dtype_)) + "(" + s + ")";
+  }
+  const std::string s = valueString(*value_);
+  if (dtype_ == defaultDtype(*value_)) {
     return s;
   }
   return std::string(typeString(dtype_)) + "(" + s + ")";
 }
 
 Statement* Literal::cloneInto(IrCloner& cloner) const {
-  return cloner.target()->create<Literal>(value_, dtype_);
+  if (isSymbolic()) {
+    return cloner.target()->create<Literal>(dtype_);
+  }
+  return cloner.target()->create<Literal>(*value_, dtype_);
 }
 
 } // namespace mdfuser

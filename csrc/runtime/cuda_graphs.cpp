@@ -152,7 +152,9 @@ ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
 ProgramGraphs::~ProgramGraphs() = default;
 
 std::vector<at::Tensor> ProgramGraphs::run(
-    const std::vector<at::Tensor>& inputs, const Run& statements) {
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<int64_t>& values,
+    const Run& statements) {
   c10::cuda::CUDAGuard guard(device_);
   if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream())) {
     // The caller captures a graph of its own, which takes the statements.
@@ -160,6 +162,7 @@ std::vector<at::Tensor> ProgramGraphs::run(
     return statements(/*capturing=*/false);
   }
   std::vector<int64_t> addresses = addressesOf(inputs);
+  addresses.insert(addresses.end(), values.begin(), values.end());
   auto it = sets_.begin();
   while (it != sets_.end() && it->addresses != addresses) {
     ++it;
@@ -278,7 +281,7 @@ ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
 ProgramGraphs::~ProgramGraphs() = default;
 
 std::vector<at::Tensor> ProgramGraphs::run(
-    const std::vector<at::Tensor>&, const Run&) {
+    const std::vector<at::Tensor>&, const std::vector<int64_t>&, const Run&) {
   MDF_UNREACHABLE();
 }
 

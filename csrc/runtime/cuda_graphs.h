@@ -58,8 +58,13 @@ class ProgramGraphs {
   ProgramGraphs& operator=(const ProgramGraphs&) = delete;
   ~ProgramGraphs();
 
+  // `values` are the bits of the scalar inputs' values, which a capture
+  // bakes into its kernels as it does CPU scalar tensors': graphs are kept
+  // per set of addresses and values.
   std::vector<at::Tensor> run(
-      const std::vector<at::Tensor>& inputs, const Run& statements);
+      const std::vector<at::Tensor>& inputs,
+      const std::vector<int64_t>& values,
+      const Run& statements);
 
   const Stats& stats() const {
     return stats_;

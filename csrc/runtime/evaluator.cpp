@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 #include <unordered_map>
 #include <utility>
@@ -37,6 +38,8 @@ struct RunState {
   std::unordered_map<const TensorView*, at::Tensor> tensors;
   std::unordered_map<const hir::Stream*, c10::Stream> captured;
   std::unordered_map<const hir::Communication*, PendingCollective> pending;
+  // The values of the fusion's scalar inputs.
+  std::unordered_map<const Literal*, c10::Scalar> literals;
   uint64_t rng_base = 0;
   // A CUDA graph capture records the run (runtime/cuda_graphs.h).
   bool capturing = false;
@@ -52,6 +55,10 @@ c10d::ReduceOp::RedOpType redOp(hir::ReduceKind kind) {
       return c10d::ReduceOp::MIN;
   }
   MDF_UNREACHABLE();
+}
+
+c10::Scalar scalarOf(const Literal::Value& value) {
+  return std::visit([](auto v) { return c10::Scalar(v); }, value);
 }
 
 // A host statement's name for the profiler: "mdfuser::linear".
@@ -308,8 +315,9 @@ class Interpreter {
         call.scalars.emplace_back();
       } else if (const auto* literal = dynamic_cast<const Literal*>(in)) {
         call.tensors.emplace_back();
-        call.scalars.push_back(std::visit(
-            [](auto v) { return c10::Scalar(v); }, literal->value()));
+        call.scalars.push_back(
+            literal->isSymbolic() ? state_.literals.at(literal)
+                                  : scalarOf(literal->value()));
       } else {
         call.tensors.emplace_back();
         call.scalars.emplace_back(scalar(static_cast<const Scalar*>(in)));
@@ -639,22 +647,36 @@ HostIrEvaluator::~HostIrEvaluator() {
 std::vector<at::Tensor> HostIrEvaluator::run(
     const std::vector<at::Tensor>& inputs,
     const ScalarEvaluator& extents,
-    uint64_t rng_base) {
+    uint64_t rng_base,
+    const std::vector<Literal::Value>& scalars) {
   MDF_CHECK_EQ(inputs.size(), hic_.inputs().size());
+  MDF_CHECK_EQ(scalars.size(), hic_.fusion().scalarInputs().size());
   std::optional<c10::DeviceGuard> device_guard;
   if (device_.is_cuda()) {
     device_guard.emplace(device_);
   }
   if (graphs_ != nullptr) {
-    return graphs_->run(inputs, [&](bool capturing) {
-      return runStatements(inputs, extents, rng_base, capturing);
+    std::vector<int64_t> values;
+    const std::vector<Literal*>& inputs_of = hic_.fusion().scalarInputs();
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      values.push_back(std::visit(
+          [](auto v) {
+            int64_t bits = 0;
+            std::memcpy(&bits, &v, sizeof(v));
+            return bits;
+          },
+          Literal::as(scalars[i], inputs_of[i]->dtype())));
+    }
+    return graphs_->run(inputs, values, [&](bool capturing) {
+      return runStatements(inputs, scalars, extents, rng_base, capturing);
     });
   }
-  return runStatements(inputs, extents, rng_base, /*capturing=*/false);
+  return runStatements(inputs, scalars, extents, rng_base, /*capturing=*/false);
 }
 
 std::vector<at::Tensor> HostIrEvaluator::runStatements(
     const std::vector<at::Tensor>& inputs,
+    const std::vector<Literal::Value>& scalars,
     const ScalarEvaluator& extents,
     uint64_t rng_base,
     bool capturing) {
@@ -662,6 +684,12 @@ std::vector<at::Tensor> HostIrEvaluator::runStatements(
 
   RunState state;
   state.scalars = extents;
+  const std::vector<Literal*>& scalar_inputs = hic_.fusion().scalarInputs();
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    state.literals.emplace(
+        scalar_inputs[i],
+        scalarOf(Literal::as(scalars[i], scalar_inputs[i]->dtype())));
+  }
   state.rng_base = rng_base;
   state.capturing = capturing;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -42,12 +42,15 @@ class HostIrEvaluator {
   ~HostIrEvaluator();
 
   // `extents` binds the symbols of the input extents (see bindInputs);
-  // `rng_base` seeds the random operations without a seed (KernelCall). The
-  // caller's current stream is current again when run returns or throws.
+  // `rng_base` seeds the random operations without a seed (KernelCall);
+  // `scalars` are the values of the fusion's scalar inputs, in order, each
+  // of the kind its dtype holds (Literal::fits). The caller's current
+  // stream is current again when run returns or throws.
   std::vector<at::Tensor> run(
       const std::vector<at::Tensor>& inputs,
       const ScalarEvaluator& extents,
-      uint64_t rng_base = 0);
+      uint64_t rng_base = 0,
+      const std::vector<Literal::Value>& scalars = {});
 
   // The program's CUDA graphs; null unless the evaluator replays them.
   const ProgramGraphs* graphs() const;
@@ -90,6 +93,7 @@ class HostIrEvaluator {
   // records them.
   std::vector<at::Tensor> runStatements(
       const std::vector<at::Tensor>& inputs,
+      const std::vector<Literal::Value>& scalars,
       const ScalarEvaluator& extents,
       uint64_t rng_base,
       bool capturing);

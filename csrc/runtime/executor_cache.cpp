@@ -220,10 +220,11 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     const std::vector<at::Tensor>& inputs,
     Communicator& communicator,
     const DumpOptions& dump,
-    const ExecuteOptions& options) {
+    const ExecuteOptions& options,
+    const std::vector<Literal::Value>& scalars) {
   try {
     std::vector<at::Tensor> outputs =
-        runOrThrow(inputs, communicator, dump, options);
+        runOrThrow(inputs, scalars, communicator, dump, options);
     communicator.clearFailedRun();
     return outputs;
   } catch (const CommunicationError&) {
@@ -242,12 +243,15 @@ std::vector<at::Tensor> FusionExecutorCache::run(
 
 std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
     const std::vector<at::Tensor>& inputs,
+    const std::vector<Literal::Value>& scalars,
     Communicator& communicator,
     const DumpOptions& dump,
     const ExecuteOptions& options) {
   // mdfuser computes values, not gradients: inputs that require grad (an
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);
+  // Values change from run to run: checked at every one.
+  checkScalarInputs(definition_, scalars);
   const uint64_t rng_base = definition_hash_ ^ (static_cast<uint64_t>(runs_++) *
                                                 0x9e3779b97f4a7c15ULL);
   std::vector<int64_t> agreement = agreementSignatureOf(inputs, options);
@@ -257,13 +261,14 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   if (program != nullptr && agreement == agreed_) {
     // What the ranks agreed on last: straight to the program.
     last_ = program;
-    return program->evaluator->run(inputs, program->extents, rng_base);
+    return program->evaluator->run(inputs, program->extents, rng_base, scalars);
   }
   return runChecked(
       program,
       std::move(key),
       std::move(agreement),
       inputs,
+      scalars,
       communicator,
       dump,
       options,
@@ -275,6 +280,7 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     std::vector<int64_t> key,
     std::vector<int64_t> agreement,
     const std::vector<at::Tensor>& inputs,
+    const std::vector<Literal::Value>& scalars,
     Communicator& communicator,
     const DumpOptions& dump,
     const ExecuteOptions& options,
@@ -319,7 +325,7 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     programs_.emplace(std::move(key), std::move(compiled));
   }
   last_ = program;
-  return program->evaluator->run(inputs, program->extents, rng_base);
+  return program->evaluator->run(inputs, program->extents, rng_base, scalars);
 }
 
 } // namespace mdfuser

@@ -29,13 +29,15 @@ class FusionExecutorCache {
   explicit FusionExecutorCache(Fusion& definition);
   ~FusionExecutorCache();
 
-  // Runs the fusion on this rank's local shards and returns its local
-  // output shards. Every user error is raised before any communication.
+  // Runs the fusion on this rank's local shards and the values of its
+  // scalar inputs (in the order defined), and returns its local output
+  // shards. Every user error is raised before any communication.
   std::vector<at::Tensor> run(
       const std::vector<at::Tensor>& inputs,
       Communicator& communicator,
       const DumpOptions& dump = {},
-      const ExecuteOptions& options = {});
+      const ExecuteOptions& options = {},
+      const std::vector<Literal::Value>& scalars = {});
 
   // After a run that failed on this rank, perhaps on this rank only (its
   // peers may be inside that run's collectives): the next run compares
@@ -66,6 +68,7 @@ class FusionExecutorCache {
 
   std::vector<at::Tensor> runOrThrow(
       const std::vector<at::Tensor>& inputs,
+      const std::vector<Literal::Value>& scalars,
       Communicator& communicator,
       const DumpOptions& dump,
       const ExecuteOptions& options);
@@ -86,6 +89,7 @@ class FusionExecutorCache {
       std::vector<int64_t> key,
       std::vector<int64_t> agreement,
       const std::vector<at::Tensor>& inputs,
+      const std::vector<Literal::Value>& scalars,
       Communicator& communicator,
       const DumpOptions& dump,
       const ExecuteOptions& options,

@@ -47,6 +47,33 @@ void checkMesh(const DeviceMesh& mesh, const Communicator& comm) {
 
 } // namespace
 
+void checkScalarInputs(
+    const Fusion& fusion, const std::vector<Literal::Value>& scalars) {
+  const std::vector<Literal*>& expected = fusion.scalarInputs();
+  MDF_USER_CHECK(
+      scalars.size() == expected.size(),
+      "execute: the fusion has ",
+      expected.size(),
+      " scalar input(s) (define_scalar(None, dtype)), got ",
+      scalars.size(),
+      " value(s) for them");
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    const Literal* input = expected[i];
+    MDF_TYPE_CHECK(
+        Literal::fits(scalars[i], input->dtype()),
+        "execute: scalar input ",
+        i,
+        " (",
+        input->toString(),
+        ") has dtype ",
+        input->dtype(),
+        " but got ",
+        valueString(scalars[i]),
+        "; expected a bool for Bool, an int for an integral type, an int or "
+        "a float for a floating type");
+  }
+}
+
 c10::Device programDevice(
     const Fusion& fusion, const std::vector<at::Tensor>& inputs) {
   for (size_t i = 0; i < inputs.size() && i < fusion.inputs().size(); ++i) {

@@ -18,6 +18,12 @@ class Communicator;
 // User errors name the input and what was expected.
 void checkInputs(const Fusion& fusion, const std::vector<at::Tensor>& inputs);
 
+// Checks the values given for the fusion's scalar inputs: their count
+// (ValueError) and that each is of the kind its dtype holds (TypeError:
+// bool for Bool, int for integral types, int or float for floating types).
+void checkScalarInputs(
+    const Fusion& fusion, const std::vector<Literal::Value>& scalars);
+
 // The device the program runs on: that of the inputs, apart from the
 // 0-dimensional ones defined with is_cpu; the CPU when there are none.
 c10::Device programDevice(

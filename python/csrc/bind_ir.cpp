@@ -143,8 +143,9 @@ void bindIr(py::module_& m) {
   py::class_<Val, std::unique_ptr<Val, py::nodelete>>(
       m,
       "Val",
-      "A value of a fusion: a tensor, a scalar constant (define_scalar) or "
-      "an extent (tv.size(i), fd.ops.shape(tv)).")
+      "A value of a fusion: a tensor, a scalar (define_scalar: a constant, "
+      "or with None an input given at execute) or an extent (tv.size(i), "
+      "fd.ops.shape(tv)).")
       .def(
           "is_tensor",
           [](const Val& v) {
@@ -166,12 +167,18 @@ void bindIr(py::module_& m) {
 
   py::class_<Literal, Val, std::unique_ptr<Literal, py::nodelete>>(
       m, "Literal", "A typed constant: define_scalar(value, dtype).")
-      .def("is_symbolic", [](const Literal&) { return false; })
+      .def("is_symbolic", &Literal::isSymbolic, "Whether execute gives it.")
       .def("dtype", &Literal::dtype)
-      .def_property_readonly("value", [](const Literal& l) -> py::object {
-        return std::visit(
-            [](auto v) -> py::object { return py::cast(v); }, l.value());
-      });
+      .def_property_readonly(
+          "value",
+          [](const Literal& l) -> py::object {
+            if (l.isSymbolic()) {
+              return py::none();
+            }
+            return std::visit(
+                [](auto v) -> py::object { return py::cast(v); }, l.value());
+          },
+          "The constant's value; None for a scalar input.");
 
   py::class_<AxisRef>(m, "IterDomain", "One loop axis of a TensorView.")
       .def(
@@ -366,6 +373,11 @@ void bindIr(py::module_& m) {
           py::arg("is_cpu"),
           py::return_value_policy::reference_internal)
       .def(
+          "define_scalar_input",
+          &Fusion::defineScalarInput,
+          py::arg("dtype"),
+          py::return_value_policy::reference_internal)
+      .def(
           "define_scalar",
           [](Fusion& fusion, Literal::Value value, DataType dtype) {
             return fusion.create<Literal>(
@@ -383,7 +395,9 @@ void bindIr(py::module_& m) {
           py::arg("val"))
       .def(
           "inputs",
-          &Fusion::inputs,
+          &Fusion::allInputs,
+          "Every input, tensors and scalar inputs, in the order defined: the "
+          "order of execute's arguments.",
           py::return_value_policy::reference_internal)
       .def(
           "outputs",

@@ -114,6 +114,12 @@ Scalar* toExtent(Fusion& fusion, const py::handle& h, std::string_view op) {
   if (py::isinstance<Literal>(h)) {
     auto* l = h.cast<Literal*>();
     MDF_TYPE_CHECK(
+        !l->isSymbolic(),
+        op,
+        ": an extent cannot be the scalar input ",
+        l->toString(),
+        "; extents are ints, define_scalar constants or tensor sizes");
+    MDF_TYPE_CHECK(
         std::holds_alternative<int64_t>(l->value()),
         op,
         ": extents are integers, got ",
@@ -145,8 +151,13 @@ std::optional<T> attribute(const py::handle& h, std::string_view what) {
     return std::nullopt;
   }
   if (py::isinstance<Literal>(h)) {
-    const Literal::Value& v = h.cast<Literal*>()->value();
-    return std::visit([](auto x) { return static_cast<T>(x); }, v);
+    const auto* l = h.cast<Literal*>();
+    MDF_TYPE_CHECK(
+        !l->isSymbolic(),
+        what,
+        " must be known when the fusion is defined, not the scalar input ",
+        l->toString());
+    return std::visit([](auto x) { return static_cast<T>(x); }, l->value());
   }
   try {
     return h.cast<T>();
@@ -205,6 +216,12 @@ std::optional<int64_t> toSeedPart(
         " ",
         l->toString(),
         " belongs to another FusionDefinition; use values of this one");
+    MDF_TYPE_CHECK(
+        !l->isSymbolic(),
+        what,
+        " must be known when the fusion is defined, not the scalar input ",
+        l->toString(),
+        " (random values seeded at execute are not supported)");
     if (const auto* v = std::get_if<int64_t>(&l->value())) {
       return *v;
     }

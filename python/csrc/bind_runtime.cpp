@@ -167,6 +167,7 @@ void bindRuntime(py::module_& m) {
           "execute",
           [](FusionExecutorCache& cache,
              const std::vector<at::Tensor>& inputs,
+             const std::vector<Literal::Value>& scalars,
              const std::vector<std::string>& enable,
              const std::vector<std::string>& disable,
              std::optional<hir::CommunicatorBackend> backend) {
@@ -182,9 +183,10 @@ void bindRuntime(py::module_& m) {
             const DumpOptions& dump = DumpOptions::fromEnvironment();
             Communicator& communicator = communicatorInstance();
             py::gil_scoped_release no_gil;
-            return cache.run(inputs, communicator, dump, options);
+            return cache.run(inputs, communicator, dump, options, scalars);
           },
           py::arg("inputs"),
+          py::arg("scalars"),
           py::arg("enable_options"),
           py::arg("disable_options"),
           py::arg("backend") = py::none())

@@ -434,6 +434,7 @@ class FusionDefinitionWrapper:
         with fd:
             self._define_fusion(fd)
         inputs = fd.defined
+        _refuse_scalar_inputs(fd, "FusionDefinitionWrapper")
         if len(inputs) != len(specs) or len(fd.fusion.inputs()) != len(specs):
             raise ValueError(
                 f"FusionDefinitionWrapper: define_fusion defined {len(fd.fusion.inputs())} "
@@ -545,6 +546,18 @@ def _output_dtensor(what: str, j: int, out: torch.Tensor, tv: TensorView, mesh: 
     )
 
 
+def _refuse_scalar_inputs(fd, what: str) -> None:
+    """DTensor entry points take DTensors only: a fusion with scalar inputs
+    (define_scalar(None)) runs through FusionDefinition.execute."""
+    scalars = [v for v in fd.fusion.inputs() if not v.is_tensor()]
+    if scalars:
+        raise ValueError(
+            f"{what}: the fusion has scalar inputs ({', '.join(map(repr, scalars))}), which "
+            "DTensor execution does not take; give their values as constants "
+            "(define_scalar(value)), or call fd.execute with local shards and the values"
+        )
+
+
 def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) -> list[DTensor]:
     """Runs `fd`, whose inputs carry their meshes and shardings (the raw
     API), on DTensors, as nvfuser_direct's function of this name does: each
@@ -557,6 +570,7 @@ def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) 
         raise TypeError(f"{what}: expected a FusionDefinition, got {type(fd).__name__}")
     if isinstance(in_dtensors, (torch.Tensor, str)) or not isinstance(in_dtensors, Sequence):
         raise TypeError(f"{what}: expected a list of DTensors, got {type(in_dtensors).__name__}")
+    _refuse_scalar_inputs(fd, what)
     tvs = fd.fusion.inputs()
     if len(in_dtensors) != len(tvs):
         raise ValueError(

@@ -272,17 +272,19 @@ class FusionDefinition:
         )
 
     def define_scalar(self, value: Any = None, dtype: DataType | None = None) -> Val:
-        """A constant operand: ``define_scalar(0.5)``, ``define_scalar(2, DataType.Int)``.
+        """A constant operand: ``define_scalar(0.5)``, ``define_scalar(2, DataType.Int)``;
+        with ``None``, a scalar input whose value each ``execute`` gives, in
+        its place among the inputs: ``define_scalar(None, DataType.Double)``.
 
-        Its dtype defaults to Double for floats, Int for ints and Bool for
-        bools; like a Python number, it promotes a tensor's dtype only
-        through its kind (a BFloat16 tensor times 0.5 stays BFloat16).
+        Its dtype defaults to Double for floats (and for inputs), Int for
+        ints and Bool for bools; like a Python number, it promotes a
+        tensor's dtype only through its kind (a BFloat16 tensor times 0.5
+        stays BFloat16).
         """
+        if dtype is not None and not isinstance(dtype, DataType):
+            raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")
         if value is None:
-            raise ValueError(
-                "define_scalar: scalar inputs (a value given at execute) are not "
-                "supported; pass the value, e.g. define_scalar(1e-5)"
-            )
+            return self._fusion.define_scalar_input(DataType.Double if dtype is None else dtype)
         if not isinstance(value, (bool, int, float)):
             raise TypeError(
                 f"define_scalar: value must be a bool, int or float, got {type(value).__name__}"
@@ -293,8 +295,6 @@ class FusionDefinition:
             and not (-(2**63) <= value < 2**63)
         ):
             raise ValueError(f"define_scalar: {value} does not fit a 64-bit integer")
-        if dtype is not None and not isinstance(dtype, DataType):
-            raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")
         return self._fusion.define_scalar(value, DataType.Null if dtype is None else dtype)
 
     def add_output(self, tensor: TensorView) -> None:
@@ -338,13 +338,14 @@ class FusionDefinition:
             raise
         if self._cache is None:
             self._cache = _C._FusionExecutorCache(self._fusion)
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        scalars = [v for v in inputs if not isinstance(v, torch.Tensor)]
         return self._cache.execute(
-            list(inputs), list(_enable_options), list(_disable_options), backend
+            tensors, scalars, list(_enable_options), list(_disable_options), backend
         )
 
-    @staticmethod
     def _check_execute_arguments(
-        inputs, device, auto_schedule, backend, _enable_options, _disable_options
+        self, inputs, device, auto_schedule, backend, _enable_options, _disable_options
     ) -> None:
         if not auto_schedule:
             raise ValueError(
@@ -353,7 +354,21 @@ class FusionDefinition:
             )
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence):
             raise TypeError(f"execute expects a list of torch.Tensor, got {type(inputs).__name__}")
-        for i, t in enumerate(inputs):
+        defined = self._fusion.inputs()
+        if len(inputs) != len(defined):
+            raise ValueError(
+                f"execute expected {len(defined)} inputs (one per define_tensor and "
+                f"define_scalar(None), in their order), got {len(inputs)}"
+            )
+        for i, (t, v) in enumerate(zip(inputs, defined)):
+            if not v.is_tensor():
+                # A scalar input: execute checks its kind against the dtype.
+                if isinstance(t, torch.Tensor) or not isinstance(t, (bool, int, float)):
+                    raise TypeError(
+                        f"execute: input {i} is the scalar input {v} ({v.dtype().name}): "
+                        f"expected a Python bool, int or float, got {type(t).__name__}"
+                    )
+                continue
             if not isinstance(t, torch.Tensor):
                 raise TypeError(
                     f"execute: input {i} must be a torch.Tensor, got {type(t).__name__}"
@@ -377,6 +392,8 @@ class FusionDefinition:
         if device is not None:
             wanted = torch.device(f"cuda:{device}" if isinstance(device, int) else device)
             for i, t in enumerate(inputs):
+                if not isinstance(t, torch.Tensor):
+                    continue
                 if t.device.type != wanted.type or (
                     wanted.index is not None and t.device.index != wanted.index
                 ):

@@ -86,8 +86,12 @@ class MultiDeviceExecutor:
         self._params = params or MultiDeviceExecutorParams()
         self._cache = _C._FusionExecutorCache(fusion)
 
-    def run(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        return self._cache.execute(list(inputs), [], [], self._params.backend_type)
+    def run(self, inputs: list) -> list[torch.Tensor]:
+        """``inputs`` as for ``FusionDefinition.execute``: the local shards,
+        and the values of scalar inputs in their places."""
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        scalars = [v for v in inputs if not isinstance(v, torch.Tensor)]
+        return self._cache.execute(tensors, scalars, [], [], self._params.backend_type)
 
     def __str__(self) -> str:
         return self._cache.last_host_ir() or "<not run yet>"

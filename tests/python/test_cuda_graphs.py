@@ -53,6 +53,25 @@ def test_replays_equal_the_statements_run_one_by_one():
 
 
 @needs_gpu
+def test_scalar_inputs_are_part_of_what_a_graph_is_kept_for():
+    """A capture bakes a scalar input's value into its kernels: a new value
+    runs the statements like new addresses do, and each value replays its
+    own graphs."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        a = fd.define_scalar(None, dtype=DataType.Double)
+        fd.add_output(fd.ops.mul(fd.ops.relu(x), a))
+    x = torch.randn(64, 32, device="cuda")
+    for a in [2.0, 2.0, 2.0, 0.5, 0.5, 0.5, 2.0]:
+        out = fd.execute([x, a], _enable_options=GRAPHS)[0]
+        assert torch.equal(out, torch.relu(x) * a), a
+        del out
+    # 2.0: run, capture (replayed at once), replay; 0.5: the same; 2.0
+    # again: replay its graph.
+    assert stats(fd) == (2, 2, 5)
+
+
+@needs_gpu
 def test_outputs_the_caller_keeps_are_never_overwritten():
     fd = stream_chunked_mlp(2)
     args = mlp_inputs(64, 16, 32, seed=10)

@@ -59,7 +59,8 @@ class Matcher {
       return std::nullopt;
     }
     const auto* eps = dynamic_cast<const Literal*>(add_eps->inputs()[1]);
-    if (eps == nullptr || !std::holds_alternative<double>(eps->value())) {
+    if (eps == nullptr || eps->isSymbolic() ||
+        !std::holds_alternative<double>(eps->value())) {
       return std::nullopt;
     }
     // var = div(broadcast(sum(mul(c, c))), n)

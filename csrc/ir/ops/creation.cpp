@@ -101,10 +101,13 @@ Val* requireParam(Val* val, std::string_view op, size_t index, bool number) {
   return val;
 }
 
-// The value of a constant parameter; nothing for an extent known at run
-// time.
+// The value of a constant parameter; nothing for an extent or a scalar
+// input, known at run time.
 std::optional<double> constValue(const Val* val) {
   if (const auto* literal = dynamic_cast<const Literal*>(val)) {
+    if (literal->isSymbolic()) {
+      return std::nullopt;
+    }
     return literal->asDouble();
   }
   if (const auto* scalar = dynamic_cast<const Scalar*>(val)) {

@@ -109,5 +109,53 @@ TEST(Literal, ACloneKeepsValueAndDtype) {
       << fusion.toString();
 }
 
+TEST(Literal, AScalarInputIsSymbolicAndClonedInItsPlace) {
+  Fusion fusion;
+  TensorView* x = fusion.defineTensor({4}, {}, DataType::Float);
+  Literal* a = fusion.defineScalarInput(DataType::Double);
+  Literal* n = fusion.defineScalarInput(DataType::Int32);
+  EXPECT_TRUE(a->isSymbolic());
+  EXPECT_FALSE(fusion.create<Literal>(0.5, DataType::Double)->isSymbolic());
+  EXPECT_EQ(a->toString(), "s" + std::to_string(a->name()));
+  EXPECT_EQ(n->toString(), "int(s" + std::to_string(n->name()) + ")");
+  EXPECT_INTERNAL_ERROR(a->value(), "has no value here");
+  EXPECT_INTERNAL_ERROR(a->asDouble(), "has no value here");
+  EXPECT_EQ(fusion.inputs(), (std::vector<TensorView*>{x}));
+  EXPECT_EQ(fusion.scalarInputs(), (std::vector<Literal*>{a, n}));
+  EXPECT_EQ(fusion.allInputs(), (std::vector<Val*>{x, a, n}));
+  EXPECT_TRUE(fusion.isInput(a));
+  fusion.addOutput(binaryOp(OpType::Mul, x, a));
+
+  const std::unique_ptr<Fusion> copy = fusion.clone();
+  EXPECT_EQ(copy->toString(), fusion.toString());
+  ASSERT_EQ(copy->allInputs().size(), 3u);
+  EXPECT_EQ(copy->allInputs()[1], copy->scalarInputs()[0]);
+  EXPECT_TRUE(copy->scalarInputs()[0]->isSymbolic());
+  EXPECT_EQ(copy->scalarInputs()[1]->dtype(), DataType::Int32);
+  EXPECT_EQ(
+      copy->outputs()[0]->definition()->inputs()[1], copy->allInputs()[1]);
+}
+
+TEST(Literal, AScalarInputHoldsBoolsIntegersOrFloats) {
+  Fusion fusion;
+  EXPECT_TYPE_ERROR(
+      fusion.defineScalarInput(DataType::UInt64),
+      "a scalar input cannot be a UInt64");
+  fusion.defineTensor({4}, {}, DataType::Float);
+  fusion.freeze();
+  EXPECT_VALUE_ERROR(
+      fusion.defineScalarInput(DataType::Double), "already been executed");
+}
+
+TEST(Literal, FitsAndAsFollowTheDtypesKind) {
+  EXPECT_TRUE(Literal::fits(true, DataType::Bool));
+  EXPECT_FALSE(Literal::fits(true, DataType::Int));
+  EXPECT_TRUE(Literal::fits(int64_t{2}, DataType::Float));
+  EXPECT_FALSE(Literal::fits(2.5, DataType::Int));
+  EXPECT_FALSE(Literal::fits(int64_t{1}, DataType::Bool));
+  EXPECT_EQ(std::get<double>(Literal::as(int64_t{2}, DataType::Double)), 2.0);
+  EXPECT_EQ(std::get<int64_t>(Literal::as(int64_t{2}, DataType::Int)), 2);
+}
+
 } // namespace
 } // namespace mdfuser

@@ -52,6 +52,26 @@ TEST_F(InputBindingTest, WrongNumberOfInputs) {
   EXPECT_VALUE_ERROR(bind({at::zeros({5, 8})}), "execute expected 2 inputs");
 }
 
+TEST(ScalarInputs, CountAndKindsAreChecked) {
+  Fusion fusion;
+  fusion.defineTensor({4}, {}, DataType::Float);
+  fusion.defineScalarInput(DataType::Double);
+  fusion.defineScalarInput(DataType::Int);
+  fusion.defineScalarInput(DataType::Bool);
+  checkScalarInputs(fusion, {0.5, int64_t{3}, true});
+  checkScalarInputs(fusion, {int64_t{2}, int64_t{-1}, false});
+  EXPECT_VALUE_ERROR(
+      checkScalarInputs(fusion, {0.5}),
+      "the fusion has 3 scalar input(s) (define_scalar(None, dtype)), got 1");
+  EXPECT_TYPE_ERROR(
+      checkScalarInputs(fusion, {0.5, 2.5, true}), "has dtype Int but got 2.5");
+  EXPECT_TYPE_ERROR(
+      checkScalarInputs(fusion, {true, int64_t{1}, true}), "scalar input 0 (s");
+  EXPECT_TYPE_ERROR(
+      checkScalarInputs(fusion, {0.5, int64_t{1}, int64_t{1}}),
+      "has dtype Bool but got 1");
+}
+
 TEST_F(InputBindingTest, WrongDtypeIsATypeError) {
   EXPECT_TYPE_ERROR(
       bind({at::zeros({5, 8}, at::kDouble), at::zeros({4, 8})}),
