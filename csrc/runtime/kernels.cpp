@@ -250,9 +250,11 @@ uint64_t mix(uint64_t x) {
 uint64_t seedOf(const KernelCall& call) {
   const auto& op = static_cast<const CreationOp&>(call.op);
   if (op.rng().has_value()) {
+    // Read at run time: either may be a scalar input.
+    const size_t i = op.seedIndex();
     return mix(
-        mix(static_cast<uint64_t>(op.rng()->seed)) ^
-        static_cast<uint64_t>(op.rng()->offset));
+        mix(static_cast<uint64_t>(call.scalars.at(i).toLong())) ^
+        static_cast<uint64_t>(call.scalars.at(i + 1).toLong()));
   }
   return mix(call.rng_base ^ mix(static_cast<uint64_t>(op.out()->name())));
 }

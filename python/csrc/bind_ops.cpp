@@ -199,14 +199,13 @@ DataType toDtype(const py::handle& h, std::string_view op) {
 }
 
 // rng_seed or rng_offset: None, an int, or an integer define_scalar of
-// `fusion`.
-std::optional<int64_t> toSeedPart(
-    Fusion& fusion, const py::handle& h, std::string_view what) {
+// `fusion` (a constant, or a scalar input given at each execute).
+Val* toSeedPart(Fusion& fusion, const py::handle& h, std::string_view what) {
   if (h.is_none()) {
-    return std::nullopt;
+    return nullptr;
   }
   if (py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h)) {
-    return toInt64(h, what);
+    return fusion.create<Literal>(toInt64(h, what), DataType::Int);
   }
   if (py::isinstance<Literal>(h)) {
     auto* l = h.cast<Literal*>();
@@ -216,14 +215,8 @@ std::optional<int64_t> toSeedPart(
         " ",
         l->toString(),
         " belongs to another FusionDefinition; use values of this one");
-    MDF_TYPE_CHECK(
-        !l->isSymbolic(),
-        what,
-        " must be known when the fusion is defined, not the scalar input ",
-        l->toString(),
-        " (random values seeded at execute are not supported)");
-    if (const auto* v = std::get_if<int64_t>(&l->value())) {
-      return *v;
+    if (isIntegralType(l->dtype())) {
+      return l;
     }
   }
   MDF_TYPE_CHECK(
@@ -231,7 +224,7 @@ std::optional<int64_t> toSeedPart(
       what,
       " must be an int or an integer define_scalar, got ",
       describe(h));
-  return std::nullopt;
+  return nullptr;
 }
 
 std::optional<RngSeed> toRngSeed(
@@ -240,21 +233,19 @@ std::optional<RngSeed> toRngSeed(
     const py::handle& offset,
     std::string_view op) {
   const std::string name(op);
-  const std::optional<int64_t> s =
-      toSeedPart(fusion, seed, name + ": rng_seed");
-  const std::optional<int64_t> o =
-      toSeedPart(fusion, offset, name + ": rng_offset");
+  Val* s = toSeedPart(fusion, seed, name + ": rng_seed");
+  Val* o = toSeedPart(fusion, offset, name + ": rng_offset");
   MDF_USER_CHECK(
-      s.has_value() == o.has_value(),
+      (s == nullptr) == (o == nullptr),
       op,
       ": rng_seed and rng_offset must be given together, got rng_seed=",
       std::string(py::repr(seed)),
       " and rng_offset=",
       std::string(py::repr(offset)));
-  if (!s.has_value()) {
+  if (s == nullptr) {
     return std::nullopt;
   }
-  return RngSeed{*s, *o};
+  return RngSeed{s, o};
 }
 
 constexpr auto kRef = py::return_value_policy::reference;

@@ -4,6 +4,8 @@ each execute, in their place among the inputs, against torch."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -117,12 +119,43 @@ def test_what_must_be_known_when_defining_refuses_a_scalar_input():
         n = fd.define_scalar(None, dtype=DataType.Int)
         with pytest.raises(TypeError, match="an extent cannot be the scalar input"):
             fd.ops.full([n, 2], 0.0, DataType.Float)
-        with pytest.raises(TypeError, match="rng_seed must be known when the fusion is defined"):
-            fd.ops.uniform(0.0, 1.0, [2], rng_seed=n, rng_offset=0)
+        with pytest.raises(TypeError, match="rng_seed must be an int or an integer define_scalar"):
+            fd.ops.uniform(0.0, 1.0, [2], rng_seed=fd.define_scalar(None), rng_offset=0)
         with pytest.raises(TypeError, match="a scalar input cannot be a UInt64"):
             fd.define_scalar(None, dtype=DataType.UInt64)
         with pytest.raises(TypeError, match="dtype must be an mdfuser.DataType"):
             fd.define_scalar(None, dtype=torch.float32)
+
+
+def seeded_uniform(seed, offset) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1], dtype=DataType.Float)
+        if seed is None:
+            seed = fd.define_scalar(None, dtype=DataType.Int)
+            offset = fd.define_scalar(None, dtype=DataType.Int)
+        noise = fd.ops.uniform(0.0, 1.0, [4, 8], rng_seed=seed, rng_offset=offset)
+        fd.add_output(noise)
+        fd.add_output(fd.ops.add(x, 1.0))
+    return fd
+
+
+def test_random_values_seeded_at_execute():
+    """rng_seed and rng_offset as scalar inputs: the values of a seed given
+    at execute are those of the same seed given as constants."""
+    given = seeded_uniform(None, None)
+    x = torch.zeros(3)
+    draws = {}
+    for seed, offset in [(5, 0), (5, 1), (6, 0), (5, 0)]:
+        (noise, _) = given.execute([x, seed, offset])
+        (constant, _) = seeded_uniform(seed, offset).execute([x])
+        assert torch.equal(noise, constant), (seed, offset)
+        draws.setdefault((seed, offset), noise)
+        assert torch.equal(draws[(seed, offset)], noise)
+    assert not torch.equal(draws[(5, 0)], draws[(5, 1)])
+    assert not torch.equal(draws[(5, 0)], draws[(6, 0)])
+    assert given._cache.num_programs == 1
+    printed = given.last_host_ir()
+    assert re.search(r"rng_seed=s\d+,\s+rng_offset=s\d+\)", printed), printed
 
 
 def test_dtensor_execution_refuses_scalar_inputs():

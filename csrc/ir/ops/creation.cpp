@@ -14,13 +14,31 @@ CreationOp::CreationOp(
     TensorView* out,
     std::vector<Val*> params,
     std::optional<RngSeed> rng)
-    : TensorOp(container, type, std::move(params), {out}), rng_(rng) {
+    : TensorOp(container, type, withSeed(std::move(params), rng), {out}),
+      seeded_(rng.has_value()) {
   MDF_CHECK(
       opInfo(type).family == OpFamily::kCreation,
       opName(),
       " is not a creation");
   MDF_CHECK(tensorInputs().empty(), opName(), " takes no tensor operands");
-  MDF_CHECK(!rng_.has_value() || isRandom(), opName(), " takes no seed");
+  MDF_CHECK(!seeded_ || isRandom(), opName(), " takes no seed");
+}
+
+std::vector<Val*> CreationOp::withSeed(
+    std::vector<Val*> params, const std::optional<RngSeed>& rng) {
+  if (rng.has_value()) {
+    MDF_CHECK(rng->seed != nullptr && rng->offset != nullptr);
+    params.push_back(rng->seed);
+    params.push_back(rng->offset);
+  }
+  return params;
+}
+
+std::optional<RngSeed> CreationOp::rng() const {
+  if (!seeded_) {
+    return std::nullopt;
+  }
+  return RngSeed{inputs()[seedIndex()], inputs()[seedIndex() + 1]};
 }
 
 std::vector<AxisMapping> CreationOp::mapProducerToConsumer(
@@ -38,15 +56,21 @@ TensorOp* CreationOp::recreate(
     std::vector<Val*> inputs,
     std::vector<Val*> outputs) const {
   MDF_CHECK_EQ(outputs.size(), size_t{1});
+  MDF_CHECK_EQ(inputs.size(), this->inputs().size());
+  std::optional<RngSeed> rng;
+  if (seeded_) {
+    rng = RngSeed{inputs[seedIndex()], inputs[seedIndex() + 1]};
+    inputs.resize(seedIndex());
+  }
   return container->create<CreationOp>(
-      type(), static_cast<TensorView*>(outputs[0]), std::move(inputs), rng_);
+      type(), static_cast<TensorView*>(outputs[0]), std::move(inputs), rng);
 }
 
 std::vector<std::string> CreationOp::attributes() const {
   std::vector<std::string> result;
-  if (rng_.has_value()) {
-    result.push_back("rng_seed=" + std::to_string(rng_->seed));
-    result.push_back("rng_offset=" + std::to_string(rng_->offset));
+  if (seeded_) {
+    result.push_back("rng_seed=" + inputs()[seedIndex()]->toString());
+    result.push_back("rng_offset=" + inputs()[seedIndex() + 1]->toString());
   }
   return result;
 }
@@ -154,6 +178,21 @@ TensorView* random(
   ops::requireSameFusion(withShape({a, b}, shape), op);
   requireParam(a, op, 0, /*number=*/true);
   requireParam(b, op, 1, /*number=*/true);
+  if (rng.has_value()) {
+    ops::requireSameFusion({rng->seed, rng->offset}, op);
+    for (const auto& [val, what] :
+         {std::pair<const Val*, const char*>{rng->seed, "rng_seed"},
+          {rng->offset, "rng_offset"}}) {
+      const auto* literal = dynamic_cast<const Literal*>(val);
+      MDF_TYPE_CHECK(
+          literal != nullptr && isIntegralType(literal->dtype()),
+          op,
+          ": ",
+          what,
+          " must be an integer scalar, got ",
+          val == nullptr ? std::string("None") : val->toString());
+    }
+  }
   MDF_TYPE_CHECK(
       isFloatingType(dtype),
       op,

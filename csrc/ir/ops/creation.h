@@ -11,9 +11,11 @@ namespace mdfuser {
 
 // The seed of a random operation: its values are a function of
 // (seed, offset) and the global shape alone, the same on every device.
+// Each is an integer Literal: a constant, or a scalar input whose value
+// each execute gives.
 struct RngSeed {
-  int64_t seed = 0;
-  int64_t offset = 0;
+  Val* seed = nullptr;
+  Val* offset = nullptr;
 };
 
 // out = a new tensor of global shape: full (one value), iota (start + i *
@@ -22,7 +24,8 @@ struct RngSeed {
 // the user's annotation or from the tensors that use it. full writes any
 // part of its output alone; the others compute the whole tensor
 // (decomposeShardedCreations gives them a whole output and takes the
-// device's part after them).
+// device's part after them). A seed's two values follow the parameters
+// among the inputs, so that they are read when the operation runs.
 class CreationOp : public TensorOp {
  public:
   CreationOp(
@@ -33,8 +36,11 @@ class CreationOp : public TensorOp {
       std::optional<RngSeed> rng = std::nullopt);
 
   // uniform and normal given rng_seed and rng_offset.
-  const std::optional<RngSeed>& rng() const {
-    return rng_;
+  std::optional<RngSeed> rng() const;
+  // The position among the inputs of the seed's first value (the offset
+  // follows it); only when rng().
+  size_t seedIndex() const {
+    return inputs().size() - 2;
   }
   bool isRandom() const {
     return type() == OpType::Uniform || type() == OpType::Normal;
@@ -56,9 +62,15 @@ class CreationOp : public TensorOp {
       std::vector<Val*> outputs) const override;
 
  private:
+  // `params`, then the seed's two values.
+  static std::vector<Val*> withSeed(
+      std::vector<Val*> params, const std::optional<RngSeed>& rng);
   std::vector<std::string> attributes() const override;
+  size_t numPrintedOperands() const override {
+    return seeded_ ? seedIndex() : inputs().size();
+  }
 
-  std::optional<RngSeed> rng_;
+  bool seeded_ = false;
 };
 
 // Builders. `container` is the fusion; shapes are extents (constants >= 0

@@ -81,8 +81,8 @@ std::string TensorOp::toString() const {
   s += head;
   const std::string pad(head.size(), ' ');
   std::vector<std::string> args;
-  for (Val* in : inputs()) {
-    args.push_back(in->toString());
+  for (size_t i = 0; i < numPrintedOperands(); ++i) {
+    args.push_back(inputs()[i]->toString());
   }
   for (std::string& attribute : attributes()) {
     args.push_back(std::move(attribute));

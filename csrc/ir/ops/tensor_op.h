@@ -95,6 +95,11 @@ class TensorOp : public Expr {
   virtual std::vector<std::string> attributes() const {
     return {};
   }
+  // How many of the inputs print as operands; the others are printed by
+  // attributes().
+  virtual size_t numPrintedOperands() const {
+    return inputs().size();
+  }
 
   // The map of an operation that keeps every axis where it is: the i-th
   // non-reduction logical axis of `producer` to the i-th root axis of

@@ -56,11 +56,57 @@ TEST(Creation, ASeedIsPrintedWithTheOperation) {
       number(fusion, 1),
       {constant(&fusion, 4)},
       DataType::Float,
-      RngSeed{7, 2});
+      RngSeed{
+          fusion.create<Literal>(int64_t{7}, DataType::Int),
+          fusion.create<Literal>(int64_t{2}, DataType::Int)});
   const std::string printed = out->definition()->toString();
   EXPECT_NE(printed.find("= uniform(0.0,"), std::string::npos) << printed;
   EXPECT_NE(printed.find("rng_seed=7"), std::string::npos) << printed;
   EXPECT_NE(printed.find("rng_offset=2"), std::string::npos) << printed;
+}
+
+TEST(Creation, ASeedOfScalarInputsIsReadWhenTheOperationRuns) {
+  // The seed's values follow the parameters among the inputs (the
+  // evaluator reads them as it reads any scalar operand), print as
+  // attributes, and survive a clone.
+  Fusion fusion;
+  Literal* seed = fusion.defineScalarInput(DataType::Int);
+  Literal* offset = fusion.defineScalarInput(DataType::Int32);
+  TensorView* out = normal(
+      &fusion,
+      number(fusion, 0),
+      number(fusion, 1),
+      {constant(&fusion, 4)},
+      DataType::Float,
+      RngSeed{seed, offset});
+  fusion.addOutput(out);
+  auto* op = static_cast<CreationOp*>(out->definition());
+  EXPECT_EQ(op->inputs().size(), 4u);
+  EXPECT_EQ(op->seedIndex(), 2u);
+  EXPECT_EQ(op->rng()->seed, seed);
+  EXPECT_EQ(op->rng()->offset, offset);
+  const std::string printed = op->toString();
+  EXPECT_NE(
+      printed.find("rng_seed=" + seed->toString() + ",\n"), std::string::npos)
+      << printed;
+  // Only there, not also among the operands.
+  EXPECT_EQ(printed.find(seed->toString()), printed.rfind(seed->toString()))
+      << printed;
+  const std::unique_ptr<Fusion> copy = fusion.clone();
+  EXPECT_EQ(copy->toString(), fusion.toString());
+  const auto* cloned =
+      static_cast<const CreationOp*>(copy->outputs()[0]->definition());
+  EXPECT_EQ(cloned->rng()->seed, copy->scalarInputs()[0]);
+
+  EXPECT_TYPE_ERROR(
+      uniform(
+          &fusion,
+          number(fusion, 0),
+          number(fusion, 1),
+          {constant(&fusion, 4)},
+          DataType::Float,
+          RngSeed{fusion.defineScalarInput(DataType::Double), offset}),
+      "uniform: rng_seed must be an integer scalar");
 }
 
 TEST(Creation, BadArgumentsAreUserErrors) {

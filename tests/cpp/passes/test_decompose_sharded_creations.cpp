@@ -37,7 +37,9 @@ TEST(DecomposeShardedCreations, AShardedUniformComputesTheWholeThenASet) {
           number(fusion, 1),
           {constant(&fusion, 8), constant(&fusion, 3)},
           DataType::Float,
-          RngSeed{1, 0}));
+          RngSeed{
+              fusion.create<Literal>(int64_t{1}, DataType::Int),
+              fusion.create<Literal>(int64_t{0}, DataType::Int)}));
   decomposeShardedCreations(&fusion);
 
   auto* set = dynamic_cast<LoadStoreOp*>(out->definition());
@@ -47,7 +49,8 @@ TEST(DecomposeShardedCreations, AShardedUniformComputesTheWholeThenASet) {
   ASSERT_NE(creation, nullptr);
   EXPECT_EQ(creation->type(), OpType::Uniform);
   ASSERT_TRUE(creation->rng().has_value());
-  EXPECT_EQ(creation->rng()->seed, 1);
+  EXPECT_EQ(creation->rng()->seed->toString(), "1");
+  EXPECT_EQ(creation->rng()->offset->toString(), "0");
   EXPECT_FALSE(isSharded(whole));
   ASSERT_TRUE(whole->hasDeviceMesh());
   EXPECT_EQ(*whole->deviceMesh(), *out->deviceMesh());

@@ -50,3 +50,31 @@ def test_sharded_fusion_takes_the_values_at_every_run(multidevice_test):
     assert fd._cache.num_programs == 1
     if d > 1:
         assert "Allreduce" in fd.last_host_ir()
+
+
+def test_a_sharded_random_tensor_seeded_at_execute_is_each_ranks_part(multidevice_test):
+    """uniform with rng_seed and rng_offset given at execute, sharded along
+    its rows: each rank holds its part of the tensor the same seed gives
+    unsharded."""
+    test = multidevice_test
+    d = test.size
+    mesh = DeviceMesh(torch.arange(d))
+
+    def define(seed, offset, sharded: bool) -> FusionDefinition:
+        with FusionDefinition() as fd:
+            if seed is None:
+                seed = fd.define_scalar(None, dtype=DataType.Int)
+                offset = fd.define_scalar(None, dtype=DataType.Int)
+            noise = fd.ops.uniform(-1.0, 1.0, [4 * d, 3], rng_seed=seed, rng_offset=offset)
+            fd.add_output(noise)
+            noise.set_device_mesh(mesh)
+            if sharded:
+                noise.outer_split(0, d)
+                noise.axis(0).parallelize(ParallelType.mesh_x)
+        return fd
+
+    given = define(None, None, sharded=True)
+    for seed, offset in [(3, 1), (4, 0)]:
+        (part,) = given.execute([seed, offset])
+        (whole,) = define(seed, offset, sharded=False).execute([])
+        assert torch.equal(part, test.shard(whole, given.output_tensors()[0])), (seed, offset)
