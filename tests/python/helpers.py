@@ -40,16 +40,22 @@ def row_parallel_linear(
         w = fd.define_tensor(shape=[h, 4 * h], contiguity=True, dtype=dtype)
         out = fd.ops.linear(inp, w)
         fd.add_output(out)
-        mesh = DeviceMesh(torch.arange(d))
-        for tv in (inp, w):
-            tv.set_device_mesh(mesh)
-        inp.outer_split(0, s)
-        inp.axis(0).parallelize(ParallelType.stream)
-        inp.outer_split(2, d)
-        inp.axis(2).parallelize(ParallelType.mesh_x)
-        w.outer_split(1, d)
-        w.axis(1).parallelize(ParallelType.mesh_x)
+        schedule_row_parallel(inp, w, d, s)
     return fd
+
+
+def schedule_row_parallel(inp, w, d: int, s: int) -> None:
+    """The row-parallel linear's schedule: the tokens of `inp` in s stream
+    chunks, the reduction axis of `inp` and `w` across d devices."""
+    mesh = DeviceMesh(torch.arange(d))
+    for tv in (inp, w):
+        tv.set_device_mesh(mesh)
+    inp.outer_split(0, s)
+    inp.axis(0).parallelize(ParallelType.stream)
+    inp.outer_split(2, d)
+    inp.axis(2).parallelize(ParallelType.mesh_x)
+    w.outer_split(1, d)
+    w.axis(1).parallelize(ParallelType.mesh_x)
 
 
 def stream_loop_statements(host_ir: str) -> list[list[str]]:

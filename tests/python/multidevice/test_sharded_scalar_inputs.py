@@ -5,6 +5,7 @@ process of the job: each rank passes the values with its local shards."""
 from __future__ import annotations
 
 import torch
+from helpers import schedule_row_parallel
 
 from mdfuser import DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import DeviceMesh
@@ -21,15 +22,7 @@ def scaled_row_parallel_linear(d: int, s: int, h: int) -> FusionDefinition:
         b = fd.define_scalar(None, dtype=DataType.Int)
         out = fd.ops.add(fd.ops.linear(fd.ops.mul(inp, a), w), b)
         fd.add_output(out)
-        mesh = DeviceMesh(torch.arange(d))
-        for tv in (inp, w):
-            tv.set_device_mesh(mesh)
-        inp.outer_split(0, s)
-        inp.axis(0).parallelize(ParallelType.stream)
-        inp.outer_split(2, d)
-        inp.axis(2).parallelize(ParallelType.mesh_x)
-        w.outer_split(1, d)
-        w.axis(1).parallelize(ParallelType.mesh_x)
+        schedule_row_parallel(inp, w, d, s)
     return fd
 
 
