@@ -142,6 +142,11 @@ class _InputSpec:
         return result
 
 
+def _is_number(value: Any) -> bool:
+    """A Python number: the value of a scalar input."""
+    return isinstance(value, (bool, int, float))
+
+
 def _mesh_key(mesh: TorchDeviceMesh) -> tuple:
     return (mesh.device_type, tuple(mesh.mesh.shape), tuple(mesh.mesh.flatten().tolist()))
 
@@ -239,8 +244,14 @@ class _PartialInputs(FusionDefinition):
         self._specs = list(specs)
         self._mesh_sizes = list(mesh_sizes)
         # The fusion inputs in definition order (the extended ones for
-        # partial inputs).
-        self.defined: list[TensorView] = []
+        # partial inputs), scalar inputs included.
+        self.defined: list = []
+
+    def define_scalar(self, value=None, dtype=None):
+        scalar = super().define_scalar(value, dtype)
+        if value is None:
+            self.defined.append(scalar)
+        return scalar
 
     def define_tensor(self, shape, contiguity=None, dtype=None, is_cpu=False, stride_order=None):
         from mdfuser._C import DataType
@@ -274,7 +285,8 @@ class FusionDefinitionWrapper:
     """Runs a single-GPU fusion definition on DTensors.
 
     ``define_fusion(fd)`` defines the fusion with global shapes (one
-    ``fd.define_tensor`` per input, in the order of the DTensors) and
+    ``fd.define_tensor`` per input, in the order of the DTensors; a
+    ``fd.define_scalar(None, dtype)`` takes a number in its place) and
     ``fd.add_output``; it schedules nothing. ``wrapper(dtensors)`` returns
     one DTensor per output::
 
@@ -342,11 +354,11 @@ class FusionDefinitionWrapper:
             raise TypeError(
                 f"FusionDefinitionWrapper: expected a list of DTensors, got {type(inputs).__name__}"
             )
-        if not inputs:
+        first = next((dt for dt in inputs if isinstance(dt, DTensor)), None)
+        if first is None:
+            if inputs and not _is_number(inputs[0]):
+                _input_spec(0, inputs[0], None)
             raise ValueError("FusionDefinitionWrapper: expected at least one DTensor input")
-        first = inputs[0]
-        if not isinstance(first, DTensor):
-            _input_spec(0, first, None)
         mesh = first.device_mesh
         parallel_types(mesh.ndim)  # 1 to 3 dimensions
         rank = Communicator.instance().rank()
@@ -357,7 +369,10 @@ class FusionDefinitionWrapper:
                 "mesh's ranks only (with the raw API, ranks outside a fusion's mesh get empty "
                 "outputs)"
             )
-        specs = [_input_spec(i, dt, mesh) for i, dt in enumerate(inputs)]
+        # A number is the value of a scalar input (define_scalar(None)).
+        specs = [
+            None if _is_number(dt) else _input_spec(i, dt, mesh) for i, dt in enumerate(inputs)
+        ]
         _check_same_world()
         self._check_mesh(mesh)
         wanted = self._output_placements(output_placements, mesh)
@@ -370,6 +385,9 @@ class FusionDefinitionWrapper:
 
         local = []
         for spec, dt in zip(specs, inputs):
+            if spec is None:
+                local.append(dt)
+                continue
             t = dt.to_local()
             for _ in spec.partial_dims:
                 t = t.unsqueeze(0)
@@ -434,14 +452,23 @@ class FusionDefinitionWrapper:
         with fd:
             self._define_fusion(fd)
         inputs = fd.defined
-        _refuse_scalar_inputs(fd, "FusionDefinitionWrapper")
         if len(inputs) != len(specs) or len(fd.fusion.inputs()) != len(specs):
             raise ValueError(
                 f"FusionDefinitionWrapper: define_fusion defined {len(fd.fusion.inputs())} "
-                f"inputs but was called with {len(specs)} DTensors; pass one DTensor per "
-                "fd.define_tensor, in order"
+                f"inputs but was called with {len(specs)}; pass one DTensor per "
+                "fd.define_tensor and one number per fd.define_scalar(None), in order"
             )
         for i, (spec, tv) in enumerate(zip(specs, inputs)):
+            if (spec is None) == tv.is_tensor():
+                given = "a number" if spec is None else "a DTensor"
+                defined = "a tensor" if tv.is_tensor() else "a scalar input"
+                raise ValueError(
+                    f"FusionDefinitionWrapper: input {i} is {given}, but define_fusion defined "
+                    f"{defined} there ({tv!r}); pass one DTensor per fd.define_tensor and one "
+                    "number per fd.define_scalar(None), in order"
+                )
+            if spec is None:
+                continue
             if tv.device_mesh is not None:
                 raise ValueError(
                     f"FusionDefinitionWrapper: define_fusion placed input {i} ({tv!r}) on a "
@@ -546,18 +573,6 @@ def _output_dtensor(what: str, j: int, out: torch.Tensor, tv: TensorView, mesh: 
     )
 
 
-def _refuse_scalar_inputs(fd, what: str) -> None:
-    """DTensor entry points take DTensors only: a fusion with scalar inputs
-    (define_scalar(None)) runs through FusionDefinition.execute."""
-    scalars = [v for v in fd.fusion.inputs() if not v.is_tensor()]
-    if scalars:
-        raise ValueError(
-            f"{what}: the fusion has scalar inputs ({', '.join(map(repr, scalars))}), which "
-            "DTensor execution does not take; give their values as constants "
-            "(define_scalar(value)), or call fd.execute with local shards and the values"
-        )
-
-
 def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) -> list[DTensor]:
     """Runs `fd`, whose inputs carry their meshes and shardings (the raw
     API), on DTensors, as nvfuser_direct's function of this name does: each
@@ -570,17 +585,18 @@ def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) 
         raise TypeError(f"{what}: expected a FusionDefinition, got {type(fd).__name__}")
     if isinstance(in_dtensors, (torch.Tensor, str)) or not isinstance(in_dtensors, Sequence):
         raise TypeError(f"{what}: expected a list of DTensors, got {type(in_dtensors).__name__}")
-    _refuse_scalar_inputs(fd, what)
     tvs = fd.fusion.inputs()
     if len(in_dtensors) != len(tvs):
         raise ValueError(
             f"{what}: the fusion has {len(tvs)} inputs, got {len(in_dtensors)} DTensors"
         )
-    if not in_dtensors:
+    # Scalar inputs take their values as numbers, which fd.execute checks.
+    tensors = [(i, dt, tv) for i, (dt, tv) in enumerate(zip(in_dtensors, tvs)) if tv.is_tensor()]
+    if not tensors:
         raise ValueError(f"{what}: expected at least one DTensor input")
-    first = in_dtensors[0]
+    first = tensors[0][1]
     mesh = first.device_mesh if isinstance(first, DTensor) else None
-    for i, (dt, tv) in enumerate(zip(in_dtensors, tvs)):
+    for i, dt, tv in tensors:
         spec = _input_spec(i, dt, mesh, what)
         want = _placements(what, f"input {i}", tv, mesh)
         if list(spec.placements) != [_placement_key(p) for p in want]:
@@ -590,7 +606,7 @@ def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) 
                 "shardings from the DTensors"
             )
     _check_same_world()
-    outs = fd.execute([dt.to_local() for dt in in_dtensors])
+    outs = fd.execute([dt.to_local() if tv.is_tensor() else dt for dt, tv in zip(in_dtensors, tvs)])
     return [
         _output_dtensor(what, j, out, tv, mesh)
         for j, (out, tv) in enumerate(zip(outs, fd.output_tensors()))

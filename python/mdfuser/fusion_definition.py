@@ -210,6 +210,9 @@ class FusionDefinition:
 
     def __init__(self) -> None:
         self._fusion = _C.Fusion()
+        # Per input in definition order: True for a tensor, False for a
+        # scalar input (execute checks its arguments against it).
+        self._input_is_tensor: list[bool] = []
         self._cache: _C._FusionExecutorCache | None = None
         self.ops = _Ops(self._fusion)
 
@@ -255,7 +258,9 @@ class FusionDefinition:
         else:
             flags = list(contiguity)
         order = [] if stride_order is None else [int(s) for s in stride_order]
-        return self._fusion.define_tensor(list(shape), flags, dtype, order, bool(is_cpu))
+        tv = self._fusion.define_tensor(list(shape), flags, dtype, order, bool(is_cpu))
+        self._input_is_tensor.append(True)
+        return tv
 
     def from_pytorch(self, tensor: torch.Tensor, static_sizes: bool = False) -> TensorView:
         """An input shaped like `tensor`: its sizes when `static_sizes`, else
@@ -284,7 +289,9 @@ class FusionDefinition:
         if dtype is not None and not isinstance(dtype, DataType):
             raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")
         if value is None:
-            return self._fusion.define_scalar_input(DataType.Double if dtype is None else dtype)
+            scalar = self._fusion.define_scalar_input(DataType.Double if dtype is None else dtype)
+            self._input_is_tensor.append(False)
+            return scalar
         if not isinstance(value, (bool, int, float)):
             raise TypeError(
                 f"define_scalar: value must be a bool, int or float, got {type(value).__name__}"
@@ -354,16 +361,17 @@ class FusionDefinition:
             )
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence):
             raise TypeError(f"execute expects a list of torch.Tensor, got {type(inputs).__name__}")
-        defined = self._fusion.inputs()
-        if len(inputs) != len(defined):
+        kinds = self._input_is_tensor
+        if len(inputs) != len(kinds):
             raise ValueError(
-                f"execute expected {len(defined)} inputs (one per define_tensor and "
+                f"execute expected {len(kinds)} inputs (one per define_tensor and "
                 f"define_scalar(None), in their order), got {len(inputs)}"
             )
-        for i, (t, v) in enumerate(zip(inputs, defined)):
-            if not v.is_tensor():
+        for i, (t, is_tensor) in enumerate(zip(inputs, kinds)):
+            if not is_tensor:
                 # A scalar input: execute checks its kind against the dtype.
                 if isinstance(t, torch.Tensor) or not isinstance(t, (bool, int, float)):
+                    v = self._fusion.inputs()[i]
                     raise TypeError(
                         f"execute: input {i} is the scalar input {v} ({v.dtype().name}): "
                         f"expected a Python bool, int or float, got {type(t).__name__}"

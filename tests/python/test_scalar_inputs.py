@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from mdfuser import DataType, FusionDefinition
-from mdfuser.dtensor import execute_with_dtensors
 from mdfuser.multidevice import MultiDeviceExecutor
 
 
@@ -156,12 +155,6 @@ def test_random_values_seeded_at_execute():
     assert given._cache.num_programs == 1
     printed = given.last_host_ir()
     assert re.search(r"rng_seed=s\d+,\s+rng_offset=s\d+\)", printed), printed
-
-
-def test_dtensor_execution_refuses_scalar_inputs():
-    fd = scaled_shift()
-    with pytest.raises(ValueError, match="execute_with_dtensors: the fusion has scalar inputs"):
-        execute_with_dtensors(fd, [torch.ones(2, 2), 1.0, 1])
 
 
 def test_the_multidevice_executor_takes_the_values_in_their_places():

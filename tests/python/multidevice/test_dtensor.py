@@ -328,6 +328,63 @@ def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test):
         execute_with_dtensors(fd, [xs])
 
 
+def define_scaled_linear(fd):
+    """linear(x * a, w) + b with a and b scalar inputs between the tensors."""
+    from mdfuser import DataType
+
+    x = fd.define_tensor([-1, 8])
+    a = fd.define_scalar(None, dtype=DataType.Double)
+    w = fd.define_tensor([8, 8])
+    b = fd.define_scalar(None, dtype=DataType.Int)
+    fd.add_output(fd.ops.add(fd.ops.linear(fd.ops.mul(x, a), w), b))
+
+
+def test_scalar_inputs_take_numbers_in_their_places(dtensor_test):
+    """Numbers go where define_fusion calls define_scalar(None); new values
+    neither redefine nor recompile."""
+    d = dtensor_test.test.size
+    mesh = dtensor_test.mesh((d,))
+    x, w = global_tensor([2 * d, 8], 31), global_tensor([8, 8], 32)
+    xs = distribute(dtensor_test, x, mesh, [Shard(0)])
+    ws = distribute(dtensor_test, w, mesh, [Shard(1)])
+    scaled = FusionDefinitionWrapper(define_scaled_linear)
+    for a, b in [(2.0, 1), (-0.5, 3)]:
+        (y,) = scaled([xs, a, ws, b])
+        torch.testing.assert_close(y.full_tensor().cpu(), (x * a) @ w.T + b)
+    assert scaled.num_definitions == 1 and scaled.num_programs == 1
+    with pytest.raises(
+        ValueError, match="input 1 is a DTensor, but define_fusion defined a scalar"
+    ):
+        scaled([xs, ws, ws, 1])
+    with pytest.raises(ValueError, match="input 2 is a number, but define_fusion defined a tensor"):
+        scaled([xs, 1.0, 2.0, 1])
+    with pytest.raises(TypeError, match=r"scalar input 1 \(s\d+\) has dtype Int but got 1.5"):
+        scaled([xs, 1.0, ws, 1.5])
+
+
+def test_execute_with_dtensors_takes_numbers_for_scalar_inputs(dtensor_test):
+    from mdfuser import DataType, FusionDefinition, execute_with_dtensors
+    from mdfuser.multidevice import DeviceMesh
+
+    d = dtensor_test.test.size
+    mesh = dtensor_test.mesh((d,))
+    with FusionDefinition() as fd:
+        a = fd.define_scalar(None, dtype=DataType.Double)
+        x = fd.define_tensor([-1, 4 * d])
+        fd.add_output(fd.ops.mul(x, a))
+        x.set_device_mesh(DeviceMesh(range(d)))
+        x.outer_split(1, d)
+        x.axis(1).parallelize(ParallelType.mesh_x)
+    x_full = global_tensor([3, 4 * d], 33)
+    xs = distribute(dtensor_test, x_full, mesh, [Shard(1)])
+    for a in (3.0, -2):
+        (y,) = execute_with_dtensors(fd, [a, xs])
+        assert y.placements == (Shard(1),)
+        torch.testing.assert_close(y.full_tensor().cpu(), x_full * a)
+    with pytest.raises(TypeError, match=r"input 0 is the scalar input .* got DTensor"):
+        execute_with_dtensors(fd, [xs, xs])
+
+
 def test_ranks_outside_the_dtensors_mesh_are_told_so(dtensor_test):
     """DTensors on a mesh of rank 0 alone: rank 0 computes; the other ranks,
     which hold nothing of them, get a ValueError saying so."""
