@@ -30,9 +30,15 @@ namespace mdfuser {
 // is deferred by CUDA until the work it marks is done).
 using Event = std::shared_ptr<CUevent_st>;
 
-inline Event recordEvent(cudaStream_t stream) {
+// A new event without timing, owned by the caller.
+inline cudaEvent_t createEvent() {
   cudaEvent_t event = nullptr;
   MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+inline Event recordEvent(cudaStream_t stream) {
+  cudaEvent_t event = createEvent();
   Event owned(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
   MDF_CUDA_CHECK(cudaEventRecord(event, stream));
   return owned;
@@ -55,7 +61,7 @@ class EventPool {
       }
     }
     if (event == nullptr) {
-      MDF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      event = createEvent();
     }
     // The free list outlives the pool while its events are out.
     Event owned(event, [free = free_](cudaEvent_t e) {

@@ -655,23 +655,28 @@ std::vector<at::Tensor> HostIrEvaluator::run(
   if (device_.is_cuda()) {
     device_guard.emplace(device_);
   }
+  // Each scalar input's value as its dtype holds it.
+  std::vector<Literal::Value> values;
+  const std::vector<Literal*>& scalar_inputs = hic_.fusion().scalarInputs();
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    values.push_back(Literal::as(scalars[i], scalar_inputs[i]->dtype()));
+  }
   if (graphs_ != nullptr) {
-    std::vector<int64_t> values;
-    const std::vector<Literal*>& inputs_of = hic_.fusion().scalarInputs();
-    for (size_t i = 0; i < scalars.size(); ++i) {
-      values.push_back(std::visit(
+    std::vector<int64_t> bits;
+    for (const Literal::Value& value : values) {
+      bits.push_back(std::visit(
           [](auto v) {
-            int64_t bits = 0;
-            std::memcpy(&bits, &v, sizeof(v));
-            return bits;
+            int64_t b = 0;
+            std::memcpy(&b, &v, sizeof(v));
+            return b;
           },
-          Literal::as(scalars[i], inputs_of[i]->dtype())));
+          value));
     }
-    return graphs_->run(inputs, values, [&](bool capturing) {
-      return runStatements(inputs, scalars, extents, rng_base, capturing);
+    return graphs_->run(inputs, bits, [&](bool capturing) {
+      return runStatements(inputs, values, extents, rng_base, capturing);
     });
   }
-  return runStatements(inputs, scalars, extents, rng_base, /*capturing=*/false);
+  return runStatements(inputs, values, extents, rng_base, /*capturing=*/false);
 }
 
 std::vector<at::Tensor> HostIrEvaluator::runStatements(
@@ -686,9 +691,7 @@ std::vector<at::Tensor> HostIrEvaluator::runStatements(
   state.scalars = extents;
   const std::vector<Literal*>& scalar_inputs = hic_.fusion().scalarInputs();
   for (size_t i = 0; i < scalars.size(); ++i) {
-    state.literals.emplace(
-        scalar_inputs[i],
-        scalarOf(Literal::as(scalars[i], scalar_inputs[i]->dtype())));
+    state.literals.emplace(scalar_inputs[i], scalarOf(scalars[i]));
   }
   state.rng_base = rng_base;
   state.capturing = capturing;

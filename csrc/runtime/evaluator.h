@@ -93,6 +93,7 @@ class HostIrEvaluator {
   // records them.
   std::vector<at::Tensor> runStatements(
       const std::vector<at::Tensor>& inputs,
+      // The scalar inputs' values, of the kinds their dtypes hold.
       const std::vector<Literal::Value>& scalars,
       const ScalarEvaluator& extents,
       uint64_t rng_base,
