@@ -42,7 +42,9 @@ def test_sharded_fusion_takes_the_values_at_every_run(multidevice_test):
         assert torch.equal(out.cpu(), expected.to(torch.bfloat16)), (a, b)
     assert fd._cache.num_programs == 1
     if d > 1:
-        assert "Allreduce" in fd.last_host_ir()
+        # The partial sums cross devices: an Allreduce, or on the CUDA
+        # backend the ring that replaces it.
+        assert "Communication" in fd.last_host_ir()
 
 
 def test_a_sharded_random_tensor_seeded_at_execute_is_each_ranks_part(multidevice_test):
