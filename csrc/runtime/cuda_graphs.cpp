@@ -52,27 +52,37 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device) {
 
 namespace {
 
+// A value a capture bakes into its kernels, as a key: a double's bits, an
+// integer or bool itself.
+int64_t keyOf(const c10::Scalar& value) {
+  int64_t bits = 0;
+  if (value.isFloatingPoint()) {
+    const double v = value.toDouble();
+    std::memcpy(&bits, &v, sizeof(bits));
+  } else {
+    bits = value.toLong();
+  }
+  return bits;
+}
+
 // What a graph of the program reads: each CUDA input's address, and the
-// value of each CPU scalar, which the capture bakes into its kernels.
-std::vector<int64_t> addressesOf(const std::vector<at::Tensor>& inputs) {
+// value of each CPU scalar and of each scalar input.
+std::vector<int64_t> addressesOf(
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<c10::Scalar>& values) {
   std::vector<int64_t> key;
-  key.reserve(inputs.size());
+  key.reserve(inputs.size() + values.size());
   for (const at::Tensor& t : inputs) {
     if (!t.defined()) {
       key.push_back(-1);
     } else if (t.is_cpu()) {
-      const c10::Scalar value = t.item();
-      int64_t bits = 0;
-      if (value.isFloatingPoint()) {
-        const double v = value.toDouble();
-        std::memcpy(&bits, &v, sizeof(bits));
-      } else {
-        bits = value.toLong();
-      }
-      key.push_back(bits);
+      key.push_back(keyOf(t.item()));
     } else {
       key.push_back(reinterpret_cast<int64_t>(t.data_ptr()));
     }
+  }
+  for (const c10::Scalar& value : values) {
+    key.push_back(keyOf(value));
   }
   return key;
 }
@@ -153,7 +163,7 @@ ProgramGraphs::~ProgramGraphs() = default;
 
 std::vector<at::Tensor> ProgramGraphs::run(
     const std::vector<at::Tensor>& inputs,
-    const std::vector<int64_t>& values,
+    const std::vector<c10::Scalar>& values,
     const Run& statements) {
   c10::cuda::CUDAGuard guard(device_);
   if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream())) {
@@ -161,8 +171,7 @@ std::vector<at::Tensor> ProgramGraphs::run(
     ++stats_.eager;
     return statements(/*capturing=*/false);
   }
-  std::vector<int64_t> addresses = addressesOf(inputs);
-  addresses.insert(addresses.end(), values.begin(), values.end());
+  std::vector<int64_t> addresses = addressesOf(inputs, values);
   auto it = sets_.begin();
   while (it != sets_.end() && it->addresses != addresses) {
     ++it;
@@ -281,7 +290,9 @@ ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
 ProgramGraphs::~ProgramGraphs() = default;
 
 std::vector<at::Tensor> ProgramGraphs::run(
-    const std::vector<at::Tensor>&, const std::vector<int64_t>&, const Run&) {
+    const std::vector<at::Tensor>&,
+    const std::vector<c10::Scalar>&,
+    const Run&) {
   MDF_UNREACHABLE();
 }
 

@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/Scalar.h>
 #include <c10/core/Stream.h>
 
 namespace mdfuser {
@@ -58,12 +59,12 @@ class ProgramGraphs {
   ProgramGraphs& operator=(const ProgramGraphs&) = delete;
   ~ProgramGraphs();
 
-  // `values` are the bits of the scalar inputs' values, which a capture
-  // bakes into its kernels as it does CPU scalar tensors': graphs are kept
-  // per set of addresses and values.
+  // `values` are the scalar inputs' values, which a capture bakes into its
+  // kernels as it does CPU scalar tensors': graphs are kept per set of
+  // addresses and values.
   std::vector<at::Tensor> run(
       const std::vector<at::Tensor>& inputs,
-      const std::vector<int64_t>& values,
+      const std::vector<c10::Scalar>& values,
       const Run& statements);
 
   const Stats& stats() const {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <numeric>
 #include <unordered_map>
 #include <utility>
@@ -656,23 +655,14 @@ std::vector<at::Tensor> HostIrEvaluator::run(
     device_guard.emplace(device_);
   }
   // Each scalar input's value as its dtype holds it.
-  std::vector<Literal::Value> values;
+  std::vector<c10::Scalar> values;
   const std::vector<Literal*>& scalar_inputs = hic_.fusion().scalarInputs();
   for (size_t i = 0; i < scalars.size(); ++i) {
-    values.push_back(Literal::as(scalars[i], scalar_inputs[i]->dtype()));
+    values.push_back(
+        scalarOf(Literal::as(scalars[i], scalar_inputs[i]->dtype())));
   }
   if (graphs_ != nullptr) {
-    std::vector<int64_t> bits;
-    for (const Literal::Value& value : values) {
-      bits.push_back(std::visit(
-          [](auto v) {
-            int64_t b = 0;
-            std::memcpy(&b, &v, sizeof(v));
-            return b;
-          },
-          value));
-    }
-    return graphs_->run(inputs, bits, [&](bool capturing) {
+    return graphs_->run(inputs, values, [&](bool capturing) {
       return runStatements(inputs, values, extents, rng_base, capturing);
     });
   }
@@ -681,7 +671,7 @@ std::vector<at::Tensor> HostIrEvaluator::run(
 
 std::vector<at::Tensor> HostIrEvaluator::runStatements(
     const std::vector<at::Tensor>& inputs,
-    const std::vector<Literal::Value>& scalars,
+    const std::vector<c10::Scalar>& scalars,
     const ScalarEvaluator& extents,
     uint64_t rng_base,
     bool capturing) {
@@ -691,7 +681,7 @@ std::vector<at::Tensor> HostIrEvaluator::runStatements(
   state.scalars = extents;
   const std::vector<Literal*>& scalar_inputs = hic_.fusion().scalarInputs();
   for (size_t i = 0; i < scalars.size(); ++i) {
-    state.literals.emplace(scalar_inputs[i], scalarOf(scalars[i]));
+    state.literals.emplace(scalar_inputs[i], scalars[i]);
   }
   state.rng_base = rng_base;
   state.capturing = capturing;

@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/Scalar.h>
 
 #include "host_ir/host_ir_container.h"
 #include "ir/scalar_eval.h"
@@ -94,7 +95,7 @@ class HostIrEvaluator {
   std::vector<at::Tensor> runStatements(
       const std::vector<at::Tensor>& inputs,
       // The scalar inputs' values, of the kinds their dtypes hold.
-      const std::vector<Literal::Value>& scalars,
+      const std::vector<c10::Scalar>& scalars,
       const ScalarEvaluator& extents,
       uint64_t rng_base,
       bool capturing);

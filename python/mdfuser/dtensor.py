@@ -32,7 +32,7 @@ from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
 from mdfuser._C import CommunicatorBackend, ParallelType, TensorView
-from mdfuser.fusion_definition import FusionDefinition
+from mdfuser.fusion_definition import FusionDefinition, _is_number
 from mdfuser.multidevice import Communicator, DeviceMesh
 from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype
 
@@ -140,11 +140,6 @@ class _InputSpec:
             if p[0] == "shard":
                 result.setdefault(p[1], []).append(i)
         return result
-
-
-def _is_number(value: Any) -> bool:
-    """A Python number: the value of a scalar input."""
-    return isinstance(value, (bool, int, float))
 
 
 def _mesh_key(mesh: TorchDeviceMesh) -> tuple:

@@ -170,6 +170,19 @@ for _name in dir(_C.ops):
         setattr(_Ops, _name, _forward(_name))
 
 
+def _is_number(value: Any) -> bool:
+    """A Python number: a constant's value, or a scalar input's at execute."""
+    return isinstance(value, (bool, int, float))
+
+
+def _split_arguments(inputs) -> tuple[list[torch.Tensor], list]:
+    """execute's arguments as the executor takes them: the tensors, and the
+    scalar inputs' values, each in order."""
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    scalars = [v for v in inputs if not isinstance(v, torch.Tensor)]
+    return tensors, scalars
+
+
 def _is_dtensor(t: torch.Tensor) -> bool:
     """Whether `t` is a DTensor; without importing torch.distributed.tensor,
     which a DTensor's creator has imported already."""
@@ -292,7 +305,7 @@ class FusionDefinition:
             scalar = self._fusion.define_scalar_input(DataType.Double if dtype is None else dtype)
             self._input_is_tensor.append(False)
             return scalar
-        if not isinstance(value, (bool, int, float)):
+        if not _is_number(value):
             raise TypeError(
                 f"define_scalar: value must be a bool, int or float, got {type(value).__name__}"
             )
@@ -345,8 +358,7 @@ class FusionDefinition:
             raise
         if self._cache is None:
             self._cache = _C._FusionExecutorCache(self._fusion)
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        scalars = [v for v in inputs if not isinstance(v, torch.Tensor)]
+        tensors, scalars = _split_arguments(inputs)
         return self._cache.execute(
             tensors, scalars, list(_enable_options), list(_disable_options), backend
         )
@@ -370,7 +382,7 @@ class FusionDefinition:
         for i, (t, is_tensor) in enumerate(zip(inputs, kinds)):
             if not is_tensor:
                 # A scalar input: execute checks its kind against the dtype.
-                if isinstance(t, torch.Tensor) or not isinstance(t, (bool, int, float)):
+                if not _is_number(t):
                     v = self._fusion.inputs()[i]
                     raise TypeError(
                         f"execute: input {i} is the scalar input {v} ({v.dtype().name}): "

@@ -11,6 +11,7 @@ import torch
 
 from mdfuser import _C
 from mdfuser._C import Communicator, CommunicatorBackend, DeviceMesh, TensorView
+from mdfuser.fusion_definition import _split_arguments
 
 __all__ = [
     "Communicator",
@@ -89,8 +90,7 @@ class MultiDeviceExecutor:
     def run(self, inputs: list) -> list[torch.Tensor]:
         """``inputs`` as for ``FusionDefinition.execute``: the local shards,
         and the values of scalar inputs in their places."""
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        scalars = [v for v in inputs if not isinstance(v, torch.Tensor)]
+        tensors, scalars = _split_arguments(inputs)
         return self._cache.execute(tensors, scalars, [], [], self._params.backend_type)
 
     def __str__(self) -> str:
