@@ -398,7 +398,9 @@ def main() -> None:
 
     comm = Communicator.instance()
     d = comm.size()
-    device = torch.device("cuda", comm.local_rank()) if torch.cuda.is_available() else "cpu"
+    device = torch.device("cpu")
+    if torch.cuda.is_available() and torch.cuda.device_count() >= comm.local_size():
+        device = torch.device("cuda", comm.local_rank())
     h, t = 64, 64 * d
     torch.manual_seed(0)
     full = dict(
