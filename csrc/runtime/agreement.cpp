@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/agreement.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <set>
 #include <sstream>
 
@@ -265,17 +268,21 @@ std::optional<UserError> disagreement(
   return std::nullopt;
 }
 
-void agreeAcrossTeam(
+bool agreeAcrossTeam(
     Communicator& communicator,
     const std::vector<int64_t>& team,
     const RunFingerprint& mine) {
-  std::vector<std::string> encoded;
+  std::optional<std::vector<std::string>> encoded;
+  // A rank about to raise its own error waits a little for the others to
+  // read it, not for its peers' timeout.
+  std::optional<std::chrono::milliseconds> patience;
+  if (mine.error.has_value()) {
+    patience = std::min<std::chrono::milliseconds>(
+        communicator.options().timeout, std::chrono::seconds(10));
+  }
   try {
     encoded = communicator.exchange(
-        team,
-        mine.encode(),
-        "the agreement check of execute",
-        /*post_only=*/mine.error.has_value());
+        team, mine.encode(), "the agreement check of execute", patience);
   } catch (const CommunicationError& e) {
     if (!e.timedOut()) {
       throw;
@@ -291,17 +298,18 @@ void agreeAcrossTeam(
             "what they run"),
         /*timed_out=*/true);
   }
-  if (mine.error.has_value()) {
-    return;
+  if (mine.error.has_value() || !encoded.has_value()) {
+    return encoded.has_value();
   }
   std::vector<RunFingerprint> prints;
-  prints.reserve(encoded.size());
-  for (const std::string& text : encoded) {
+  prints.reserve(encoded->size());
+  for (const std::string& text : *encoded) {
     prints.push_back(RunFingerprint::decode(text));
   }
   if (std::optional<UserError> error = disagreement(team, prints)) {
     throw *error;
   }
+  return true;
 }
 
 } // namespace mdfuser

@@ -67,9 +67,12 @@ std::optional<UserError> disagreement(
     const std::vector<RunFingerprint>& prints);
 
 // Exchanges `mine` among `team` and throws the disagreement, if any. With
-// an error in `mine`, posts it for the others and returns without waiting:
-// the caller raises it.
-void agreeAcrossTeam(
+// an error in `mine`, which the caller raises, waits a little for the
+// others to read it and returns whether they did (every rank of the team
+// then raises it): false when the exchange did not complete in time, or a
+// member said it waits in a collective instead (a run of this fusion that
+// it did not compare), whose wait the caller ends by reporting its failure.
+bool agreeAcrossTeam(
     Communicator& communicator,
     const std::vector<int64_t>& team,
     const RunFingerprint& mine);

@@ -2,8 +2,11 @@
 #include "runtime/collectives.h"
 
 #include <algorithm>
+#include <future>
 #include <limits>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <ATen/Dispatch.h>
@@ -28,6 +31,40 @@ void PendingCollective::wait() {
   epilogue_ = nullptr;
   for (const c10::intrusive_ptr<c10d::Work>& work : works) {
     work->wait();
+  }
+  if (epilogue) {
+    epilogue();
+  }
+}
+
+void PendingCollective::waitInterruptibly(
+    const std::function<void()>& interrupt, std::chrono::milliseconds period) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works = std::move(works_);
+  std::function<void()> epilogue = std::move(epilogue_);
+  works_.clear();
+  epilogue_ = nullptr;
+  for (const c10::intrusive_ptr<c10d::Work>& work : works) {
+    if (work->isCompleted()) {
+      work->wait();
+      continue;
+    }
+    // Gloo's waits cannot be cut short (a send or receive that times out
+    // breaks its connection; they never report completion before their
+    // wait), so a thread waits and this one watches.
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> finished = done->get_future();
+    std::thread([work, done] {
+      try {
+        work->wait();
+        done->set_value();
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    }).detach();
+    while (finished.wait_for(period) != std::future_status::ready) {
+      interrupt();
+    }
+    finished.get();
   }
   if (epilogue) {
     epilogue();

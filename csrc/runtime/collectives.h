@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -84,6 +85,12 @@ class PendingCollective {
       std::function<void()> epilogue);
 
   void wait();
+  // wait() where it blocks the host (Gloo, CPU tensors), with `interrupt`
+  // called about every `period` until the backend finishes: it may throw to
+  // stop waiting (a peer failed). The backend's own wait then goes on, on a
+  // thread of its own, until it finishes or its timeout ends it.
+  void waitInterruptibly(
+      const std::function<void()>& interrupt, std::chrono::milliseconds period);
   // True when nothing was posted (for example, a team of one).
   bool empty() const {
     return works_.empty() && !epilogue_;

@@ -4,12 +4,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -21,259 +20,18 @@
 #endif
 
 #include "ir/errors.h"
+#include "runtime/failures.h"
+#include "runtime/rendezvous.h"
 #include "runtime/watchdog.h"
 
 namespace mdfuser {
-
-namespace {
-
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') {
-    return std::nullopt;
-  }
-  return std::string(value);
-}
-
-std::optional<int64_t> envInt(const char* name) {
-  std::optional<std::string> value = env(name);
-  if (!value.has_value()) {
-    return std::nullopt;
-  }
-  size_t parsed = 0;
-  int64_t result = 0;
-  try {
-    result = std::stoll(*value, &parsed);
-  } catch (const std::exception&) {
-    parsed = 0;
-  }
-  MDF_USER_CHECK(
-      parsed == value->size(),
-      "environment variable ",
-      name,
-      "='",
-      *value,
-      "' is not an integer");
-  return result;
-}
-
-int64_t requireEnvInt(const char* name, const char* launcher) {
-  std::optional<int64_t> value = envInt(name);
-  MDF_USER_CHECK(
-      value.has_value(),
-      launcher,
-      " variables are set but ",
-      name,
-      " is missing");
-  return *value;
-}
-
-double seconds(std::chrono::milliseconds ms) {
-  return static_cast<double>(ms.count()) / 1000.0;
-}
-
-// An error's message without the C++ backtrace torch appends.
-std::string messageOf(const std::exception& e) {
-  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) {
-    return error->what_without_backtrace();
-  }
-  return e.what();
-}
-
-// "rank 1" or "ranks 1, 3".
-std::string ranksString(const std::vector<int64_t>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    s += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
-  }
-  return s;
-}
-
-} // namespace
-
-LaunchInfo LaunchInfo::fromEnvironment() {
-  LaunchInfo info;
-  const bool open_mpi = env("OMPI_COMM_WORLD_SIZE").has_value() ||
-                        env("OMPI_COMM_WORLD_RANK").has_value();
-  const bool torchrun =
-      env("WORLD_SIZE").has_value() || env("RANK").has_value();
-  if (open_mpi) {
-    info.launcher = "mpirun";
-    info.size = requireEnvInt("OMPI_COMM_WORLD_SIZE", "Open MPI");
-    info.rank = requireEnvInt("OMPI_COMM_WORLD_RANK", "Open MPI");
-    info.local_rank = envInt("OMPI_COMM_WORLD_LOCAL_RANK").value_or(info.rank);
-    info.local_size = envInt("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(info.size);
-    info.job_id = env("OMPI_MCA_ess_base_jobid").value_or("");
-    if (torchrun) {
-      const std::optional<int64_t> rank = envInt("RANK");
-      const std::optional<int64_t> size = envInt("WORLD_SIZE");
-      MDF_USER_CHECK(
-          rank.value_or(info.rank) == info.rank &&
-              size.value_or(info.size) == info.size,
-          "Open MPI says this is rank ",
-          info.rank,
-          " of ",
-          info.size,
-          " (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE), but torchrun's "
-          "variables say RANK=",
-          rank.has_value() ? std::to_string(*rank) : "(unset)",
-          ", WORLD_SIZE=",
-          size.has_value() ? std::to_string(*size) : "(unset)",
-          "; launch with one launcher, or unset the other's variables");
-    }
-  } else if (torchrun) {
-    info.launcher = "torchrun";
-    info.size = requireEnvInt("WORLD_SIZE", "torchrun");
-    info.rank = requireEnvInt("RANK", "torchrun");
-    info.local_rank = envInt("LOCAL_RANK").value_or(info.rank);
-    info.local_size = envInt("LOCAL_WORLD_SIZE").value_or(info.size);
-    info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE") == "True";
-    info.job_id = env("TORCHELASTIC_RUN_ID").value_or("");
-  } else if (env("SLURM_PROCID").has_value()) {
-    info.launcher = "srun";
-    info.size = requireEnvInt("SLURM_NTASKS", "SLURM");
-    info.rank = requireEnvInt("SLURM_PROCID", "SLURM");
-    info.local_rank = envInt("SLURM_LOCALID").value_or(info.rank);
-    // "4(x2),3": this node's count is not told apart; the first is.
-    info.local_size = info.size;
-    if (std::optional<std::string> per_node = env("SLURM_TASKS_PER_NODE")) {
-      const size_t end = per_node->find_first_not_of("0123456789");
-      if (end != 0) {
-        info.local_size = std::stoll(per_node->substr(0, end));
-      }
-    }
-    if (std::optional<std::string> job = env("SLURM_JOB_ID")) {
-      info.job_id = *job + "." + env("SLURM_STEP_ID").value_or("0");
-    }
-  }
-  MDF_USER_CHECK(
-      info.size >= 1 && info.rank >= 0 && info.rank < info.size,
-      "the launcher says rank ",
-      info.rank,
-      " of a world of ",
-      info.size,
-      "; expected 0 <= rank < world size");
-  MDF_USER_CHECK(
-      info.local_size >= 1 && info.local_rank >= 0 &&
-          info.local_rank < info.local_size,
-      "the launcher says local rank ",
-      info.local_rank,
-      " of ",
-      info.local_size,
-      " local processes; expected 0 <= local rank < local size");
-  return info;
-}
-
-std::string LaunchInfo::jobString() const {
-  return detail::concat(
-      launcher.empty() ? "unlaunched" : launcher,
-      job_id.empty() ? "" : " job " + job_id,
-      " of ",
-      size,
-      size == 1 ? " rank" : " ranks");
-}
-
-std::string firstHostOf(const std::string& nodelist) {
-  // The first entry ends at the first comma outside brackets.
-  std::string host;
-  bool in_brackets = false;
-  for (size_t i = 0; i < nodelist.size(); ++i) {
-    const char c = nodelist[i];
-    if (c == '[') {
-      in_brackets = true;
-      // The first index of the range list, zero padding kept.
-      const size_t end = nodelist.find_first_of(",-]", i + 1);
-      MDF_USER_CHECK(
-          end != std::string::npos,
-          "malformed SLURM node list '",
-          nodelist,
-          "'");
-      host += nodelist.substr(i + 1, end - i - 1);
-      continue;
-    }
-    if (c == ']') {
-      in_brackets = false;
-      continue;
-    }
-    if (in_brackets) {
-      continue;
-    }
-    if (c == ',') {
-      break;
-    }
-    host += c;
-  }
-  MDF_USER_CHECK(
-      !host.empty() && !in_brackets,
-      "malformed SLURM node list '",
-      nodelist,
-      "'");
-  return host;
-}
-
-CommunicatorOptions CommunicatorOptions::fromEnvironment() {
-  CommunicatorOptions options;
-  options.master_addr = env("MASTER_ADDR").value_or(options.master_addr);
-  if (!env("MASTER_ADDR").has_value() &&
-      LaunchInfo::fromEnvironment().launcher == "srun") {
-    // The first host of the step serves the store, as rank 0 runs there.
-    if (std::optional<std::string> nodes = env("SLURM_STEP_NODELIST")
-                                               ? env("SLURM_STEP_NODELIST")
-                                               : env("SLURM_JOB_NODELIST")) {
-      options.master_addr = firstHostOf(*nodes);
-    }
-  }
-  auto read_port = [](const char* name) -> std::optional<int> {
-    std::optional<int64_t> port = envInt(name);
-    if (!port.has_value()) {
-      return std::nullopt;
-    }
-    MDF_USER_CHECK(
-        *port > 0 && *port < 65536,
-        "rendezvous port ",
-        name,
-        "=",
-        *port,
-        " is not in 1..65535");
-    return static_cast<int>(*port);
-  };
-  options.launcher_port =
-      read_port("MASTER_PORT").value_or(options.launcher_port);
-  options.port = read_port("MDFUSER_PORT").value_or(options.launcher_port);
-  if (std::optional<int64_t> high = envInt("MDFUSER_NCCL_HIGH_PRIORITY")) {
-    MDF_USER_CHECK(
-        *high == 0 || *high == 1,
-        "MDFUSER_NCCL_HIGH_PRIORITY must be 0 or 1, got ",
-        *high);
-    options.nccl_high_priority = *high == 1;
-  }
-  if (std::optional<int64_t> share = envInt("MDFUSER_SHARE_DEVICES")) {
-    MDF_USER_CHECK(
-        *share == 0 || *share == 1,
-        "MDFUSER_SHARE_DEVICES must be 0 or 1, got ",
-        *share);
-    options.share_devices = *share == 1;
-  }
-  if (std::optional<int64_t> timeout = envInt("MDFUSER_TIMEOUT_S")) {
-    MDF_USER_CHECK(
-        *timeout > 0, "MDFUSER_TIMEOUT_S must be positive, got ", *timeout);
-    options.timeout = std::chrono::seconds(*timeout);
-  }
-  options.rendezvous_timeout = options.timeout;
-  if (std::optional<int64_t> timeout = envInt("MDFUSER_RENDEZVOUS_TIMEOUT_S")) {
-    MDF_USER_CHECK(
-        *timeout > 0,
-        "MDFUSER_RENDEZVOUS_TIMEOUT_S must be positive, got ",
-        *timeout);
-    options.rendezvous_timeout = std::chrono::seconds(*timeout);
-  }
-  return options;
-}
 
 struct Communicator::State {
   struct Entry {
     std::string key;
     c10::intrusive_ptr<c10d::Backend> backend;
+    hir::CommunicatorBackend kind;
+    int64_t epoch = 0;
   };
 
   c10::intrusive_ptr<c10d::Store> store;
@@ -284,16 +42,28 @@ struct Communicator::State {
   std::string store_address;
   std::string store_host;
   std::vector<Entry> backends;
+  // Barriers and exchanges (per team) made so far in this epoch, and
+  // recoveries ever.
   int64_t barriers = 0;
-  // Exchanges made so far, per team.
   std::map<std::string, int64_t> exchanges;
+  int64_t recoveries = 0;
   bool shut_down = false;
+};
+
+// The job's failures this rank knows of (its count of them), and whether
+// the watchdog released work of this rank because of one; written by the
+// watchdog's thread too.
+struct Communicator::Known {
+  std::mutex mutex;
+  int64_t failures = 0;
+  bool released = false;
 };
 
 Communicator::Communicator(LaunchInfo launch, CommunicatorOptions options)
     : launch_(std::move(launch)),
       options_(std::move(options)),
-      state_(std::make_unique<State>()) {}
+      state_(std::make_unique<State>()),
+      known_(std::make_shared<Known>()) {}
 
 Communicator::~Communicator() {
   try {
@@ -302,116 +72,6 @@ Communicator::~Communicator() {
     // Destructors must not throw; shutdown already bounds every wait.
   }
 }
-
-namespace {
-
-// Pauses between polls of the store (each poll is one round trip to it).
-// A peer is usually a fraction of a millisecond behind: the first 2 ms are
-// polled every 20 us, so that a wait overshoots its arrival by little;
-// from then on the pauses double from 50 us up to `cap`, as the wait may
-// be long.
-class Backoff {
- public:
-  explicit Backoff(std::chrono::microseconds cap) : cap_(cap) {}
-  void pause() {
-    if (!slow()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-      return;
-    }
-    std::this_thread::sleep_for(next_);
-    next_ = std::min(next_ * 2, cap_);
-  }
-  // Past the quick polls: a wait worth a second look at why.
-  bool slow() const {
-    return std::chrono::steady_clock::now() - start_ >= kQuickPolls;
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kQuickPolls{2};
-  const std::chrono::steady_clock::time_point start_ =
-      std::chrono::steady_clock::now();
-  std::chrono::microseconds next_{50};
-  std::chrono::microseconds cap_;
-};
-
-// A TCPStore, server or client, within `timeout`. Its constructor can block
-// longer: in its connect retries, or without end in a read when something
-// that is no store holds the port. So it runs
-// on a thread of its own; past the timeout this rank gives up, and the
-// thread, if still blocked, ends with the process.
-c10::intrusive_ptr<c10d::Store> connectStore(
-    const std::string& host,
-    const c10d::TCPStoreOptions& options,
-    std::chrono::milliseconds timeout) {
-  using Result = c10::intrusive_ptr<c10d::Store>;
-  auto result = std::make_shared<std::promise<Result>>();
-  std::future<Result> future = result->get_future();
-  std::thread([result, host, options] {
-    try {
-      result->set_value(c10::make_intrusive<c10d::TCPStore>(host, options));
-    } catch (...) {
-      result->set_exception(std::current_exception());
-    }
-  }).detach();
-  if (future.wait_for(timeout) != std::future_status::ready) {
-    throw std::runtime_error(
-        "no store answered there (a program that is no rendezvous store may "
-        "hold the port)");
-  }
-  return future.get();
-}
-
-// Adds this rank to `key` and waits until `count` ranks did. Returns false
-// on timeout. `check`, if given, runs at each slow poll and may throw to
-// stop waiting.
-bool arriveAndWait(
-    c10d::Store& store,
-    const std::string& key,
-    int64_t count,
-    std::chrono::milliseconds timeout,
-    int64_t& arrived,
-    const std::function<void()>& check = nullptr) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  arrived = store.add(key, 1);
-  Backoff backoff(std::chrono::milliseconds(50));
-  while (arrived < count) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return false;
-    }
-    backoff.pause();
-    if (check && backoff.slow()) {
-      check();
-    }
-    arrived = store.add(key, 0);
-  }
-  return true;
-}
-
-// Of `ranks` (`me` aside), the first that exited on an error
-// (Communicator::noteExitOnError) as "rank 1 exited on an error: ...", or
-// an empty string; one read of a counter while none did. Throws what the
-// store throws.
-std::string exitedAmong(
-    c10d::Store& store, const std::vector<int64_t>& ranks, int64_t me) {
-  if (store.add("exited", 0) == 0) {
-    return {};
-  }
-  for (int64_t r : ranks) {
-    const std::string key = "exited/" + std::to_string(r);
-    if (r == me || !store.check({key})) {
-      continue;
-    }
-    const std::vector<uint8_t> error = store.get(key);
-    return detail::concat(
-        "rank ",
-        r,
-        " exited on an error: ",
-        std::string(error.begin(), error.end()));
-  }
-  return {};
-}
-
-} // namespace
 
 Communicator::State& Communicator::state() {
   MDF_USER_CHECK(
@@ -487,16 +147,38 @@ Communicator::State& Communicator::state() {
   }
   state_->store = store;
   // Work a GPU stream waits for ends the process when a peer it waits for
-  // exits on an error, not at the deadline (the watchdog's thread reads the
-  // store; TCPStore serializes its clients' requests).
-  Watchdog::instance().setPeerCheck(
-      [store, me = rank()](const std::vector<int64_t>& ranks) {
-        try {
-          return exitedAmong(*store, ranks, me);
-        } catch (const std::exception&) {
-          return std::string();
-        }
-      });
+  // exits on an error, not at the deadline, and is released when a rank
+  // fails in its epoch (the watchdog's thread reads the store; TCPStore
+  // serializes its clients' requests).
+  Watchdog::instance().setPeerCheck([store, me = rank(), known = known_](
+                                        const std::vector<int64_t>& ranks,
+                                        int64_t epoch) {
+    Watchdog::PeerNews news;
+    try {
+      if (std::optional<PeerFailure> exit = exitedAmong(*store, ranks, me)) {
+        news.exited = describeExit(*exit);
+        return news;
+      }
+      // Stuck for a second: said, for a rank that waits for this one
+      // to read its error (Communicator::isStuck).
+      const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch());
+      const std::string stamp = std::to_string(now.count());
+      store->set(
+          "stuck/" + std::to_string(me),
+          std::vector<uint8_t>(stamp.begin(), stamp.end()));
+      const int64_t failures = failureCount(*store);
+      if (failures <= epoch) {
+        return news;
+      }
+      news.failed = describeFailures(failuresSince(*store, epoch));
+      std::lock_guard<std::mutex> lock(known->mutex);
+      known->failures = std::max(known->failures, failures);
+      known->released = true;
+    } catch (const std::exception&) {
+    }
+    return news;
+  });
   state_->hosts_store = server;
   state_->store_address = where;
   state_->store_host = launch_.agent_store ? "torchrun's agent" : "rank 0";
@@ -576,87 +258,214 @@ CommunicationError Communicator::lostStore(
       /*timed_out=*/false);
 }
 
-bool Communicator::postForPeers(
-    const std::string& kind, const std::string& error) {
-  if (size() == 1 || !state_->store || state_->shut_down) {
-    return false;
-  }
-  try {
-    state_->store->set(
-        kind + "/" + std::to_string(rank()),
-        std::vector<uint8_t>(error.begin(), error.end()));
-    return true;
-  } catch (const std::exception&) {
-    // The store is gone: the peers learn of this rank by its absence.
-    return false;
-  }
-}
-
-void Communicator::reportFailedRun(const std::string& error) {
-  if (postForPeers("failed_run", error)) {
-    failure_reported_ = true;
-  }
-}
-
 void Communicator::noteExitOnError(const std::string& error) {
-  reportFailedRun(error);
   peer_failed_ = true;
-  if (!postForPeers("exited", error)) {
+  if (size() == 1 || !state_->store || state_->shut_down) {
     return;
   }
-  try {
-    state_->store->add("exited", 1);
-  } catch (const std::exception&) {
-    // The store went away after the post: the peers' waits end with it.
-  }
+  postExit(*state_->store, rank(), error);
+  reportFailure(error);
 }
 
-void Communicator::throwIfExited(
-    const std::vector<int64_t>& ranks, const std::string& operation) {
-  const std::string gone = exitedAmong(*state_->store, ranks, rank());
-  if (gone.empty()) {
+void Communicator::reportFailure(const std::string& error) {
+  if (size() == 1 || !state_->store || state_->shut_down) {
     return;
   }
-  peer_failed_ = true;
+  const int64_t failures = postFailure(*state_->store, rank(), error);
+  std::lock_guard<std::mutex> lock(known_->mutex);
+  known_->failures = std::max(known_->failures, failures);
+}
+
+void Communicator::advanceTo(int64_t epoch) {
+  epoch_ = epoch;
+  state_->barriers = 0;
+  state_->exchanges.clear();
+  // NCCL's kernels of the abandoned epochs may wait for a peer that has
+  // moved on: aborting their communicators ends them.
+  for (State::Entry& entry : state_->backends) {
+    if (entry.epoch < epoch && entry.kind == hir::CommunicatorBackend::kNccl &&
+        entry.backend) {
+      try {
+        entry.backend->abort();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  Watchdog::instance().abandonBefore(epoch);
+}
+
+std::string Communicator::stoppedBy() {
+  std::string failures;
+  try {
+    failures = describeFailures(failuresSince(*state_->store, epoch_));
+  } catch (const std::exception&) {
+    failures = "the rendezvous store is gone";
+  }
+  return detail::concat(
+      "the communication of rank ",
+      rank(),
+      " is stopped by failures: ",
+      failures);
+}
+
+bool Communicator::stopped() const {
+  std::lock_guard<std::mutex> lock(known_->mutex);
+  return known_->failures > epoch_;
+}
+
+void Communicator::throwIfStopped() {
+  bool released = false;
+  {
+    std::lock_guard<std::mutex> lock(known_->mutex);
+    if (known_->failures <= epoch_) {
+      return;
+    }
+    released = known_->released;
+  }
   throw CommunicationError(
       detail::concat(
-          "rank ", rank(), " stopped waiting in ", operation, ": ", gone),
-      /*timed_out=*/false);
+          stoppedBy(),
+          released ? "; the watchdog released this rank's waits on them, so "
+                     "the outputs of its runs since then are wrong"
+                   : "",
+          ". Call Communicator.recover() on every rank to communicate "
+          "again"),
+      CommunicationError::Cause::kPeerFailed);
 }
 
-void Communicator::clearFailedRun() {
-  if (!failure_reported_ || !state_->store || state_->shut_down) {
+void Communicator::throwIfPeerFailed(
+    const std::vector<int64_t>& team, const std::string& operation) {
+  int64_t failures = 0;
+  try {
+    if (std::optional<PeerFailure> exit =
+            exitedAmong(*state().store, team, rank())) {
+      peer_failed_ = true;
+      throw CommunicationError(
+          detail::concat(
+              "rank ",
+              rank(),
+              " stopped waiting in ",
+              operation,
+              ": ",
+              describeExit(*exit)),
+          /*timed_out=*/false);
+    }
+    failures = failureCount(*state_->store);
+  } catch (const CommunicationError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw lostStore(operation, e);
+  }
+  if (failures <= epoch_) {
     return;
   }
-  failure_reported_ = false;
+  {
+    std::lock_guard<std::mutex> lock(known_->mutex);
+    known_->failures = std::max(known_->failures, failures);
+  }
+  std::string failed;
   try {
-    state_->store->deleteKey("failed_run/" + std::to_string(rank()));
+    failed = describeFailures(failuresSince(*state_->store, epoch_));
+  } catch (const std::exception& e) {
+    throw lostStore(operation, e);
+  }
+  throw CommunicationError(
+      detail::concat(
+          "rank ", rank(), " stopped waiting in ", operation, ": ", failed),
+      CommunicationError::Cause::kPeerFailed);
+}
+
+void Communicator::noteStuck() {
+  if (size() == 1 || !state_->store || state_->shut_down) {
+    return;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  const std::string stamp = std::to_string(now.count());
+  try {
+    state_->store->set(
+        "stuck/" + std::to_string(rank()),
+        std::vector<uint8_t>(stamp.begin(), stamp.end()));
   } catch (const std::exception&) {
   }
 }
 
-std::string Communicator::failedRunsOf(const std::vector<int64_t>& ranks) {
-  std::string reports;
-  if (!state_->store || state_->shut_down) {
-    return reports;
-  }
+bool Communicator::isStuck(int64_t rank) {
+  const std::string key = "stuck/" + std::to_string(rank);
   try {
-    for (int64_t r : ranks) {
-      const std::string key = "failed_run/" + std::to_string(r);
-      if (r == rank() || !state_->store->check({key})) {
-        continue;
-      }
-      const std::vector<uint8_t> bytes = state_->store->get(key);
-      reports += detail::concat(
-          "; rank ",
-          r,
-          " reported a failed run: ",
-          std::string(bytes.begin(), bytes.end()));
+    if (!state().store->check({key})) {
+      return false;
     }
+    const std::vector<uint8_t> bytes = state_->store->get(key);
+    const int64_t stamp = std::stoll(std::string(bytes.begin(), bytes.end()));
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    return now.count() - stamp < 3000;
   } catch (const std::exception&) {
-    // The store is gone: nothing more to say.
+    return false;
   }
-  return reports;
+}
+
+void Communicator::recover() {
+  if (size() == 1) {
+    return;
+  }
+  State& s = state();
+  const int64_t n = s.recoveries++;
+  const std::string operation = detail::concat("recovery ", n);
+  const std::string key = detail::concat("recover/", n);
+  int64_t arrived = 0;
+  int64_t epoch = 0;
+  try {
+    const bool everyone =
+        arriveAndWait(*s.store, key, size(), options_.timeout, arrived, [&] {
+          if (std::optional<PeerFailure> exit =
+                  exitedAmong(*s.store, world(), rank())) {
+            peer_failed_ = true;
+            throw CommunicationError(
+                detail::concat(
+                    "rank ",
+                    rank(),
+                    " stopped waiting in ",
+                    operation,
+                    ": ",
+                    describeExit(*exit)),
+                /*timed_out=*/false);
+          }
+        });
+    if (!everyone) {
+      throw peersAbsent(
+          operation,
+          detail::concat("only ", arrived, " of ", size(), " ranks arrived"));
+    }
+    // Rank 0 names the epoch: the failures posted when every rank had
+    // arrived, before any could post another.
+    const std::string epoch_key = key + "/epoch";
+    if (rank() == 0) {
+      const std::string count = std::to_string(failureCount(*s.store));
+      s.store->set(epoch_key, std::vector<uint8_t>(count.begin(), count.end()));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    Backoff backoff(std::chrono::milliseconds(20));
+    while (!s.store->check({epoch_key})) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw peersAbsent(operation, "rank 0 did not name the epoch");
+      }
+      backoff.pause();
+    }
+    const std::vector<uint8_t> bytes = s.store->get(epoch_key);
+    epoch = std::stoll(std::string(bytes.begin(), bytes.end()));
+  } catch (const CommunicationError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw lostStore(operation, e);
+  }
+  if (epoch != epoch_) {
+    advanceTo(epoch);
+  }
+  std::lock_guard<std::mutex> lock(known_->mutex);
+  known_->failures = epoch;
+  known_->released = false;
 }
 
 CommunicationError Communicator::peersAbsent(
@@ -684,8 +493,13 @@ c10d::Backend& Communicator::backend(
       rank(),
       " is not in the team ",
       hir::teamString(team));
-  const std::string key =
-      std::string(hir::backendName(kind)) + hir::teamString(team);
+  // Each epoch has backends of its own (and store keys of its own to make
+  // them with): work a failed run left in an earlier epoch's never meets
+  // this one's.
+  const std::string key = detail::concat(
+      hir::backendName(kind),
+      hir::teamString(team),
+      epoch_ == 0 ? "" : "#" + std::to_string(epoch_));
   State& s = state();
   for (const State::Entry& entry : s.backends) {
     if (entry.key == key) {
@@ -763,7 +577,7 @@ c10d::Backend& Communicator::backend(
             messageOf(e)),
         /*timed_out=*/false);
   }
-  s.backends.push_back({key, backend});
+  s.backends.push_back({key, backend, kind, epoch_});
   return *backend;
 }
 
@@ -778,27 +592,27 @@ void Communicator::barrier() {
     return;
   }
   State& s = state();
-  const int64_t n = s.barriers++;
-  const std::string operation = detail::concat("barrier ", n);
-  int64_t arrived = 0;
-  bool everyone = false;
-  try {
-    everyone = arriveAndWait(
-        *s.store,
-        "barrier/" + std::to_string(n),
-        size(),
-        options_.timeout,
-        arrived,
-        [&] { throwIfExited(world(), operation); });
-  } catch (const CommunicationError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw lostStore(operation, e);
-  }
-  if (!everyone) {
-    throw peersAbsent(
-        operation,
-        detail::concat("only ", arrived, " of ", size(), " ranks arrived"));
+  {
+    const int64_t n = s.barriers++;
+    const std::string operation = detail::concat("barrier ", n);
+    const std::string key = detail::concat("barrier/", epoch_, "/", n);
+    int64_t arrived = 0;
+    bool everyone = false;
+    try {
+      everyone =
+          arriveAndWait(*s.store, key, size(), options_.timeout, arrived, [&] {
+            throwIfPeerFailed(world(), operation);
+          });
+    } catch (const CommunicationError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw lostStore(operation, e);
+    }
+    if (!everyone) {
+      throw peersAbsent(
+          operation,
+          detail::concat("only ", arrived, " of ", size(), " ranks arrived"));
+    }
   }
 }
 
@@ -812,11 +626,11 @@ c10::intrusive_ptr<c10d::Store> Communicator::store() {
   return state().store;
 }
 
-std::vector<std::string> Communicator::exchange(
+std::optional<std::vector<std::string>> Communicator::exchange(
     const std::vector<int64_t>& team,
     const std::string& value,
     const std::string& operation,
-    bool post_only) {
+    std::optional<std::chrono::milliseconds> patience) {
   MDF_CHECK(
       std::find(team.begin(), team.end(), rank()) != team.end(),
       "rank ",
@@ -826,8 +640,9 @@ std::vector<std::string> Communicator::exchange(
   State& s = state();
   const std::string team_name = hir::teamString(team);
   const int64_t number = s.exchanges[team_name]++;
+  const int64_t epoch = epoch_;
   auto prefixOf = [&](int64_t n) {
-    return detail::concat("exchange", team_name, "/", n, "/");
+    return detail::concat("exchange/", epoch, team_name, "/", n, "/");
   };
   const std::string prefix = prefixOf(number);
   std::vector<std::string> keys;
@@ -844,26 +659,54 @@ std::vector<std::string> Communicator::exchange(
   } catch (const std::exception& e) {
     throw lost_store(e);
   }
-  if (post_only) {
-    return {};
-  }
   // Polled rather than waited for in the store, which logs its own
   // timeouts.
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const auto deadline =
+      std::chrono::steady_clock::now() + patience.value_or(options_.timeout);
   Backoff backoff(std::chrono::milliseconds(20));
   bool complete = false;
+  // With patience: whether a member that has not posted says it is stuck
+  // in a collective, which it runs instead of this exchange.
+  auto absent_member_is_stuck = [&] {
+    for (size_t i = 0; i < team.size(); ++i) {
+      if (team[i] != rank() && !s.store->check({keys[i]}) && isStuck(team[i])) {
+        return true;
+      }
+    }
+    return false;
+  };
   try {
     while (!(complete = s.store->check(keys)) &&
            std::chrono::steady_clock::now() < deadline) {
       backoff.pause();
-      if (backoff.slow()) {
-        throwIfExited(team, what);
+      if (!backoff.slow()) {
+        continue;
+      }
+      if (patience.has_value() && absent_member_is_stuck()) {
+        return std::nullopt;
+      }
+      try {
+        throwIfPeerFailed(team, what);
+      } catch (const CommunicationError& e) {
+        // A rank whose run fails alone posts its error first, which every
+        // member then reads: the exchange is complete.
+        if (e.cause() != CommunicationError::Cause::kPeerFailed ||
+            !(complete = s.store->check(keys))) {
+          if (patience.has_value()) {
+            return std::nullopt;
+          }
+          throw;
+        }
+        break;
       }
     }
   } catch (const CommunicationError&) {
     throw;
   } catch (const std::exception& e) {
     throw lost_store(e);
+  }
+  if (!complete && patience.has_value()) {
+    return std::nullopt;
   }
   if (!complete) {
     std::vector<int64_t> missing;
@@ -876,9 +719,7 @@ std::vector<std::string> Communicator::exchange(
     } catch (const std::exception& e) {
       throw lost_store(e);
     }
-    throw peersAbsent(
-        what,
-        ranksString(missing) + " did not take part" + failedRunsOf(missing));
+    throw peersAbsent(what, ranksString(missing) + " did not take part");
   }
   std::vector<std::string> values;
   try {
@@ -927,14 +768,22 @@ void Communicator::shutdown() {
   // that order. A rank that never arrived may hold a collective open, so
   // backends are aborted rather than shut down gracefully then.
   for (State::Entry& entry : state_->backends) {
+    const bool abandoned = entry.epoch < epoch_;
     try {
-      if (everyone_arrived) {
+      if (everyone_arrived && !abandoned) {
         entry.backend->shutdown();
       } else {
         entry.backend->abort();
       }
     } catch (const std::exception&) {
       // Best effort: the process is going away.
+    }
+    if (abandoned) {
+      // A backend of an abandoned epoch may have a thread waiting in a
+      // collective its peers left (Gloo's waits end only at their
+      // timeout), which its destructor would join: it is left to the
+      // process's exit.
+      (void)entry.backend.release();
     }
   }
   state_->backends.clear();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "host_ir/nodes.h"
+#include "runtime/launch.h"
 
 namespace c10d {
 class Backend;
@@ -19,83 +21,33 @@ class Store;
 
 namespace mdfuser {
 
-// A peer did not answer in time, or a collective failed. Messages name the
-// rank, the operation and the time waited.
+// A peer did not answer in time, failed, or a collective failed. Messages
+// name the rank, the operation and the time waited or the peer's error.
 class CommunicationError : public std::runtime_error {
  public:
+  enum class Cause {
+    // A peer did not answer within the timeout.
+    kTimeout,
+    // A rank failed (it reported that failure itself): this rank's
+    // communication stops until the ranks recover (Communicator::recover).
+    kPeerFailed,
+    // Anything else: a backend's error, a lost store, a peer that exited.
+    kOther,
+  };
+  CommunicationError(const std::string& message, Cause cause)
+      : std::runtime_error(message), cause_(cause) {}
   CommunicationError(const std::string& message, bool timed_out)
-      : std::runtime_error(message), timed_out_(timed_out) {}
+      : CommunicationError(
+            message, timed_out ? Cause::kTimeout : Cause::kOther) {}
   bool timedOut() const {
-    return timed_out_;
+    return cause_ == Cause::kTimeout;
+  }
+  Cause cause() const {
+    return cause_;
   }
 
  private:
-  bool timed_out_;
-};
-
-// Who this process is, as its launcher says: OMPI_COMM_WORLD_{RANK, SIZE,
-// LOCAL_RANK, LOCAL_SIZE} under mpirun, RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE under torchrun, SLURM_PROCID, SLURM_NTASKS,
-// SLURM_LOCALID under srun. Open MPI's variables win over torchrun's, and
-// torchrun's over SLURM's (torchrun and mpirun may run inside an srun step,
-// whose variables then describe the step, not the job's processes); Open
-// MPI and torchrun variables that disagree are a user error. Without any, a
-// world of one process.
-struct LaunchInfo {
-  int64_t rank = 0;
-  int64_t size = 1;
-  int64_t local_rank = 0;
-  int64_t local_size = 1;
-  // "mpirun", "torchrun", or empty when no launcher started this process.
-  std::string launcher;
-  // torchrun's agent already serves the rendezvous store; every rank is a
-  // client then.
-  bool agent_store = false;
-  // The launcher's id of this job (Open MPI's job id, torchrun's run id,
-  // SLURM's job and step ids), empty when it gives none. Keeps a job from
-  // joining another's rendezvous store.
-  std::string job_id;
-
-  // User error when a variable is set but malformed or inconsistent.
-  static LaunchInfo fromEnvironment();
-
-  // "mpirun job 12 of 2 ranks": who may share a rendezvous store.
-  std::string jobString() const;
-};
-
-// The first host of a SLURM node list: "node[03-05,9],gpu1" is "node03".
-std::string firstHostOf(const std::string& nodelist);
-
-struct CommunicatorOptions {
-  // Rendezvous store address: MASTER_ADDR; else, under srun, the first host
-  // of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST); default "localhost".
-  std::string master_addr = "localhost";
-  // Port of the rendezvous store mdfuser hosts on rank 0: MDFUSER_PORT,
-  // else MASTER_PORT, default 29500.
-  int port = 29500;
-  // Port of a store the launcher hosts (torchrun's agent store):
-  // MASTER_PORT, default 29500. MDFUSER_PORT cannot move that one.
-  int launcher_port = 29500;
-  // Bound on every wait for a peer (collectives, barriers, shutdown, and the
-  // rendezvous unless rendezvous_timeout says otherwise):
-  // MDFUSER_TIMEOUT_S seconds, default 300.
-  std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  // Bound on reaching the rendezvous store and on waiting there for every
-  // rank to join: MDFUSER_RENDEZVOUS_TIMEOUT_S seconds, default the
-  // timeout. Processes start further apart than they later wait for each
-  // other (imports, a loaded host): a job that wants short bounds on its
-  // collectives may still give its start a long one.
-  std::chrono::milliseconds rendezvous_timeout = std::chrono::seconds(300);
-  // Run NCCL collectives on high-priority streams, so that their blocks are
-  // scheduled ahead of queued compute: MDFUSER_NCCL_HIGH_PRIORITY=1.
-  bool nccl_high_priority = false;
-  // Let the processes of a node share its GPUs: local rank r uses GPU r
-  // modulo the GPUs there are, rather than GPU r: MDFUSER_SHARE_DEVICES=1.
-  // NCCL refuses two ranks on one GPU, so only Gloo and the CUDA backend
-  // communicate then; it tests the CUDA backend on a machine of one GPU.
-  bool share_devices = false;
-
-  static CommunicatorOptions fromEnvironment();
+  Cause cause_;
 };
 
 // The processes of one job and the collective backends among them. The
@@ -141,7 +93,8 @@ class Communicator {
   // rank 0 serves the store, and the others' first wait counts every rank.
   void join();
 
-  // Waits until every rank of the world arrives, or fails after the timeout.
+  // Waits until every rank of the world arrives, or fails after the timeout
+  // or when a rank fails meanwhile.
   void barrier();
 
   // The rendezvous store every rank has joined (created on first use), for a
@@ -153,25 +106,68 @@ class Communicator {
   // `team` (this rank included, in team order), through the rendezvous
   // store. Exchanges with a team are numbered, so every rank of it must make
   // the same sequence of them; `operation` names the exchange in the error
-  // raised when a rank does not post within the timeout. With `post_only`,
-  // this rank posts and returns nothing: it is about to raise an error, and
-  // the others read it from its value.
-  std::vector<std::string> exchange(
+  // raised when a rank does not post within the timeout. With `patience`,
+  // this rank is about to raise an error (its value, which the others read
+  // from it): it waits that long at most, less once a member that has not
+  // posted says it is stuck in a collective (isStuck), and returns nothing
+  // when the exchange did not complete.
+  std::optional<std::vector<std::string>> exchange(
       const std::vector<int64_t>& team,
       const std::string& value,
       const std::string& operation,
-      bool post_only = false);
+      std::optional<std::chrono::milliseconds> patience = std::nullopt);
 
-  // Posts `error`, the last run this rank failed, where its peers look
-  // when they time out waiting for it. Only once this rank has joined (the
-  // store exists); never throws.
-  void reportFailedRun(const std::string& error);
-  // After a run that succeeded: withdraws this rank's report, if any, so
-  // that later errors do not quote it.
-  void clearFailedRun();
-  // "; rank 1 reported a failed run: <error>" for each of `ranks` that
-  // posted one, without waiting; empty when none did or the store is gone.
-  std::string failedRunsOf(const std::vector<int64_t>& ranks);
+  // ---- Failures and recovery (doc/runtime.md#failures) ----
+  //
+  // A failure on one rank (an error that escaped a run on it alone, or one
+  // its program reports) may leave its peers waiting for it in a
+  // collective, and their next communication would meet what it left in
+  // flight. So a failure stops the communication of every rank: each wait
+  // on a peer that does not end at once sees it and raises it, naming the
+  // rank and its error, and every run raises it before it communicates,
+  // until the ranks recover together.
+
+  // The communication epoch: the number of the job's failures this rank
+  // has recovered from. Every backend, exchange, barrier and symmetric
+  // buffer belongs to one.
+  int64_t epoch() const {
+    return epoch_;
+  }
+
+  // This rank failed while its peers may be communicating with it: posts
+  // `error` where their waits look. Only once this rank has joined; never
+  // throws.
+  void reportFailure(const std::string& error);
+
+  // Whether this rank knows of failures it has not recovered from. No read
+  // of the store.
+  bool stopped() const;
+  // Raises the CommunicationError of those failures (cause kPeerFailed):
+  // before a run communicates.
+  void throwIfStopped();
+
+  // A wait of this rank in `operation` cannot end when a rank of `team`
+  // exited on an error (noteExitOnError), or any rank failed since this
+  // rank's epoch: then throws the CommunicationError naming it (cause
+  // kPeerFailed for a failure). Two reads of the store while neither
+  // happened.
+  void throwIfPeerFailed(
+      const std::vector<int64_t>& team, const std::string& operation);
+
+  // While this rank waits on peers for long (a collective stuck for a
+  // second or more), it says so, about once a second: a rank whose run
+  // failed alone, and who waits for its peers to read its error, then
+  // knows they will not (they run a collective instead). Never throws.
+  void noteStuck();
+  // Whether `rank` said it is stuck in the last few seconds.
+  bool isStuck(int64_t rank);
+
+  // Every rank of the world, together, after failures: waits until all
+  // have arrived (bounded by the timeout), then every rank goes on in the
+  // epoch of all failures posted so far, with backends, exchanges and
+  // symmetric buffers of its own: communication works again, and nothing a
+  // failed run left in flight meets it. Without failures it is a barrier.
+  void recover();
 
   // A wait on a peer failed (a collective, the store): a peer may be gone.
   // shutdown then aborts at once instead of waiting for every rank.
@@ -181,7 +177,7 @@ class Communicator {
 
   // This process is about to exit on an error its program did not catch
   // (Python's excepthook): posts `error` where peers look when their waits
-  // fail (reportFailedRun), and makes shutdown leave at once. Peers may be
+  // fail, and makes shutdown leave at once. Peers may be
   // waiting for this rank in a collective; a graceful shutdown would wait
   // for them in turn until the timeout, and keep the launcher from ending
   // the job. Never throws.
@@ -204,20 +200,21 @@ class Communicator {
   // "rank r waited t s in <operation>, but <absent>".
   CommunicationError peersAbsent(
       const std::string& operation, const std::string& absent);
-  // Posts `error` at `kind`/<this rank> in the store, where peers look,
-  // once this rank has joined it; false where it could not. Never throws.
-  bool postForPeers(const std::string& kind, const std::string& error);
-  // Throws when a rank of `ranks` exited on an error (noteExitOnError)
-  // while this rank waits for it in `operation` through the store: waiting
-  // on would only end at the timeout. One read of a counter while none did.
-  void throwIfExited(
-      const std::vector<int64_t>& ranks, const std::string& operation);
+  // Moves this rank to `epoch`: the communication of the epochs before is
+  // abandoned (NCCL's communicators aborted, the watchdog's work released).
+  void advanceTo(int64_t epoch);
+  // "the communication of rank 0 is stopped by failures: rank 1 failed:
+  // ...", for the failures since this rank's epoch.
+  std::string stoppedBy();
 
   LaunchInfo launch_;
   CommunicatorOptions options_;
   std::unique_ptr<State> state_;
   bool peer_failed_ = false;
-  bool failure_reported_ = false;
+  int64_t epoch_ = 0;
+  // The failures this rank knows of, shared with the watchdog's thread.
+  struct Known;
+  std::shared_ptr<Known> known_;
 };
 
 } // namespace mdfuser

@@ -2,6 +2,8 @@
 #include "runtime/cuda_backend.h"
 
 #include <algorithm>
+#include <mutex>
+#include <utility>
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -65,7 +67,8 @@ void raiseWaitAndClear(
   ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
   ops[1].waitValue.address = wait;
   ops[1].waitValue.value = 1;
-  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  // At least 1: a released flag (CudaBackend::releaser) holds more.
+  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
   ops[2].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
   ops[2].writeValue.address = wait;
   ops[2].writeValue.value = 0;
@@ -135,14 +138,49 @@ struct CudaBackend::Team {
   }
 };
 
+// The flags this rank waits on, and a stream to raise them on that no
+// waiting work blocks; shared with the watchdog's release functions, which
+// may outlive the backend.
+struct CudaBackend::Release {
+  std::mutex mutex;
+  bool alive = true;
+  cudaStream_t stream = nullptr;
+  // Each team's flags here: address and bytes.
+  std::vector<std::pair<void*, size_t>> flags;
+};
+
 CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
     : communicator_(communicator),
       device_(device),
-      buffers_(communicator, device) {
+      buffers_(communicator, device),
+      release_(std::make_shared<Release>()) {
   batchMemOp();
 }
 
-CudaBackend::~CudaBackend() = default;
+CudaBackend::~CudaBackend() {
+  std::lock_guard<std::mutex> lock(release_->mutex);
+  release_->alive = false;
+  if (release_->stream != nullptr) {
+    (void)cudaStreamDestroy(release_->stream);
+    (void)cudaGetLastError();
+  }
+}
+
+std::function<bool()> CudaBackend::releaser() const {
+  return [release = release_] {
+    std::lock_guard<std::mutex> lock(release->mutex);
+    if (!release->alive || release->stream == nullptr) {
+      return false;
+    }
+    // Bytes of 1: every flag reads 0x01010101, at least the 1 waited for.
+    for (const auto& [address, bytes] : release->flags) {
+      (void)cudaMemsetAsync(address, 1, bytes, release->stream);
+    }
+    (void)cudaGetLastError();
+    // Until the work's events complete.
+    return false;
+  };
+}
 
 CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
   auto it = teams_.find(members);
@@ -174,6 +212,14 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
   for (int64_t peer = 0; peer < t->size(); ++peer) {
     t->bases.push_back(
         static_cast<char*>(buffers_.peerAddress(t->flags, peer)));
+  }
+  {
+    std::lock_guard<std::mutex> lock(release_->mutex);
+    if (release_->stream == nullptr) {
+      MDF_CUDA_CHECK(
+          cudaStreamCreateWithFlags(&release_->stream, cudaStreamNonBlocking));
+    }
+    release_->flags.emplace_back(t->flags.data_ptr(), t->flags.nbytes());
   }
   return *teams_.emplace(members, std::move(t)).first->second;
 }
@@ -269,6 +315,8 @@ PendingCollective CudaBackend::permute(
   entry.timeout = communicator_.options().timeout;
   entry.device = device_.index();
   entry.peers = {members[next], members[previous]};
+  entry.epoch = buffers_.epoch();
+  entry.release = releaser();
   Watchdog::instance().watch(std::move(entry));
   return pending;
 }
@@ -306,9 +354,22 @@ bool cudaBackendReachesPeers(
   return true;
 }
 
+bool processesShareGpus(const Communicator& communicator, c10::Device device) {
+  if (!device.is_cuda() || !communicator.options().share_devices) {
+    return false;
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return communicator.localSize() > count;
+}
+
 #else // !MDFUSER_HAS_CUDA
 
 struct CudaBackend::Team {};
+struct CudaBackend::Release {};
 
 CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
     : communicator_(communicator),
@@ -318,6 +379,10 @@ CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
 }
 
 CudaBackend::~CudaBackend() = default;
+
+std::function<bool()> CudaBackend::releaser() const {
+  return [] { return false; };
+}
 
 PendingCollective CudaBackend::permute(
     const std::vector<int64_t>&,
@@ -334,6 +399,10 @@ bool cudaBackendAvailable() {
 }
 
 bool cudaBackendReachesPeers(const Communicator&, c10::Device) {
+  return false;
+}
+
+bool processesShareGpus(const Communicator&, c10::Device) {
   return false;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,11 +27,11 @@ class Communicator;
 //
 // A CollectivePermute on a stream ("channel") goes:
 //
-//   ready[previous] = 1, wait ready[next] == 1, ready[next] = 0
+//   ready[previous] = 1, wait ready[next] >= 1, ready[next] = 0
 //                           this member's receive buffer may be written;
 //                           then the next member's may
 //   copy in -> next's buffer
-//   done[next] = 1, wait done[previous] == 1, done[previous] = 0
+//   done[next] = 1, wait done[previous] >= 1, done[previous] = 0
 //                           after the copy (the writes are fenced); then
 //                           the previous member's data has arrived
 //
@@ -75,14 +76,24 @@ class CudaBackend {
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
 
+  // Lets this backend's moves run to their end without their peers, when a
+  // rank's failure ended their epoch (Watchdog::Entry::release): raises
+  // every flag this rank waits on, on a stream of its own, so that each
+  // wait passes (the copies after it then write into the peers' buffers of
+  // that epoch, which no later run uses). Safe to call after the backend
+  // is gone (it does nothing then).
+  std::function<bool()> releaser() const;
+
  private:
   struct Team;
+  struct Release;
   Team& team(const std::vector<int64_t>& members);
 
   Communicator& communicator_;
   c10::Device device_;
   SymmetricBuffers buffers_;
   std::map<std::vector<int64_t>, std::unique_ptr<Team>> teams_;
+  std::shared_ptr<Release> release_;
 };
 
 // Whether this build of mdfuser can run the CUDA backend.
@@ -96,5 +107,11 @@ bool cudaBackendAvailable();
 // reach each other, which makes it a default the ranks agree on.
 bool cudaBackendReachesPeers(
     const Communicator& communicator, c10::Device device);
+
+// Whether another process of this host uses `device` too
+// (MDFUSER_SHARE_DEVICES=1 with more processes than GPUs). NCCL refuses
+// two ranks on one GPU; the CUDA backend and Gloo do not mind. The same
+// answer on every rank of the host.
+bool processesShareGpus(const Communicator& communicator, c10::Device device);
 
 } // namespace mdfuser

@@ -10,6 +10,7 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "runtime/communicator.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/cuda_util.h"
 #include "runtime/watchdog.h"
 
@@ -149,8 +150,11 @@ struct ProgramGraphs::AddressSet {
   std::vector<std::unique_ptr<Graph>> graphs;
 };
 
-ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
-    : device_(device), communicator_(communicator) {
+ProgramGraphs::ProgramGraphs(
+    c10::Device device,
+    Communicator* communicator,
+    const std::unique_ptr<CudaBackend>* cuda)
+    : device_(device), communicator_(communicator), cuda_(cuda) {
   MDF_CHECK(device.is_cuda(), "CUDA graphs need a CUDA device");
   c10::cuda::CUDAGuard guard(device);
   cudaStream_t stream = nullptr;
@@ -258,6 +262,10 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
     entry.device = device_.index();
     // Whichever peer the graph's communications wait for.
     entry.peers = communicator_->world();
+    entry.epoch = communicator_->epoch();
+    if (cuda_ != nullptr && *cuda_ != nullptr) {
+      entry.release = (*cuda_)->releaser();
+    }
     Watchdog::instance().watch(std::move(entry));
   }
   std::vector<at::Tensor> outputs;
@@ -282,8 +290,11 @@ bool isCapturing(c10::Stream stream) {
 struct ProgramGraphs::Graph {};
 struct ProgramGraphs::AddressSet {};
 
-ProgramGraphs::ProgramGraphs(c10::Device device, Communicator* communicator)
-    : device_(device), communicator_(communicator) {
+ProgramGraphs::ProgramGraphs(
+    c10::Device device,
+    Communicator* communicator,
+    const std::unique_ptr<CudaBackend>* cuda)
+    : device_(device), communicator_(communicator), cuda_(cuda) {
   MDF_USER_ERROR("this build of mdfuser has no CUDA graphs");
 }
 

@@ -19,6 +19,7 @@ class HostIrContainer;
 }
 
 class Communicator;
+class CudaBackend;
 
 // Runs a host program as CUDA graphs (the `cuda_graph` execute option): the
 // host launches one graph instead of running the program's statements one
@@ -53,8 +54,13 @@ class ProgramGraphs {
   using Run = std::function<std::vector<at::Tensor>(bool capturing)>;
 
   // `communicator` is null when the program exchanges nothing with peers;
-  // otherwise its replays are watched, bounded by its timeout.
-  ProgramGraphs(c10::Device device, Communicator* communicator);
+  // otherwise its replays are watched, bounded by its timeout, and when a
+  // rank's failure ends their epoch, released by the CUDA backend the
+  // program's moves go through (`cuda`, which may be null or empty).
+  ProgramGraphs(
+      c10::Device device,
+      Communicator* communicator,
+      const std::unique_ptr<CudaBackend>* cuda = nullptr);
   ProgramGraphs(const ProgramGraphs&) = delete;
   ProgramGraphs& operator=(const ProgramGraphs&) = delete;
   ~ProgramGraphs();
@@ -69,6 +75,12 @@ class ProgramGraphs {
 
   const Stats& stats() const {
     return stats_;
+  }
+  // Adds `earlier` to the counts (of graphs this one replaces).
+  void addStats(const Stats& earlier) {
+    stats_.eager += earlier.eager;
+    stats_.captures += earlier.captures;
+    stats_.replays += earlier.replays;
   }
 
   // Address sets kept per program; the least recently used goes first.
@@ -85,6 +97,7 @@ class ProgramGraphs {
 
   c10::Device device_;
   Communicator* communicator_;
+  const std::unique_ptr<CudaBackend>* cuda_;
   // The stream captures begin on: of its own, never the caller's (which
   // may be the legacy default stream, which cannot capture).
   std::shared_ptr<void> capture_stream_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <numeric>
 #include <unordered_map>
 #include <utility>
@@ -411,7 +412,7 @@ class Interpreter {
     if (comm->backend() == hir::CommunicatorBackend::kNccl &&
         !state_.capturing) {
       // A capture's work cannot be queried: its replays are watched.
-      watch(comm, pending);
+      watch(comm, pending, backend);
     }
     state_.pending.insert_or_assign(comm, std::move(pending));
   }
@@ -434,7 +435,10 @@ class Interpreter {
   // stream that waits for it; the watchdog names it and ends the process
   // after the communicator's timeout (c10d's own watchdog, which names
   // neither the operation nor mdfuser's team, waits longer).
-  void watch(const hir::Communication* comm, const PendingCollective& pending) {
+  void watch(
+      const hir::Communication* comm,
+      const PendingCollective& pending,
+      c10d::Backend& backend) {
     Watchdog::Entry entry;
     entry.finished = [works = pending.works()] {
       for (const c10::intrusive_ptr<c10d::Work>& work : works) {
@@ -465,6 +469,17 @@ class Interpreter {
     entry.timeout = communicator_->options().timeout;
     entry.device = device_.is_cuda() ? device_.index() : -1;
     entry.peers = comm->team();
+    entry.epoch = communicator_->epoch();
+    // Abandoned (a rank failed): aborting the communicator ends the kernel
+    // that waits for the peer, and the work with it.
+    entry.release =
+        [backend = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(&backend)] {
+          try {
+            backend->abort();
+          } catch (const std::exception&) {
+          }
+          return true;
+        };
     Watchdog::instance().watch(std::move(entry));
   }
 
@@ -479,15 +494,36 @@ class Interpreter {
     state_.pending.erase(it);
     const auto start = std::chrono::steady_clock::now();
     try {
-      // On CUDA this makes the current stream wait; on the CPU the host
-      // waits, bounded by the backend's timeout.
-      pending.wait();
+      if (device_.is_cuda()) {
+        // The current stream waits; the watchdog bounds it.
+        pending.wait();
+      } else {
+        // The host waits, bounded by the backend's timeout, and
+        // stops within a second when a rank fails. Stuck for a second or
+        // more, it says so (a rank that waits for it to read its error
+        // then knows it will not).
+        auto said_stuck = start;
+        pending.waitInterruptibly(
+            [&] {
+              communicator_->throwIfPeerFailed(comm->team(), describe(comm));
+              const auto now = std::chrono::steady_clock::now();
+              if (now - said_stuck >= std::chrono::seconds(1)) {
+                communicator_->noteStuck();
+                said_stuck = now;
+              }
+            },
+            std::chrono::milliseconds(200));
+      }
+    } catch (const CommunicationError& e) {
+      if (e.cause() != CommunicationError::Cause::kPeerFailed) {
+        communicator_->notePeerFailure();
+      }
+      throw;
     } catch (const std::exception& e) {
       const double waited = std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start)
                                 .count();
       communicator_->notePeerFailure();
-      const std::string reports = communicator_->failedRunsOf(comm->team());
       const auto timeout = communicator_->options().timeout;
       const bool timed_out =
           waited * 1000.0 >= 0.9 * static_cast<double>(timeout.count());
@@ -501,8 +537,7 @@ class Interpreter {
               describe(comm),
               timed_out ? " (timed out)" : "",
               ": ",
-              e.what(),
-              reports),
+              e.what()),
           timed_out);
     }
   }
@@ -621,7 +656,18 @@ HostIrEvaluator::HostIrEvaluator(
       tables_(tablesOf(hic_.topLevel())) {
   if (cuda_graphs) {
     graphs_ = std::make_unique<ProgramGraphs>(
-        device, communicates(hic_.topLevel()) ? communicator : nullptr);
+        device, communicates(hic_.topLevel()) ? communicator : nullptr, &cuda_);
+  }
+}
+
+void HostIrEvaluator::dropGraphs() {
+  if (graphs_ != nullptr) {
+    const ProgramGraphs::Stats stats = graphs_->stats();
+    graphs_ = std::make_unique<ProgramGraphs>(
+        device_,
+        communicates(hic_.topLevel()) ? communicator_ : nullptr,
+        &cuda_);
+    graphs_->addStats(stats);
   }
 }
 

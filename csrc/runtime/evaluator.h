@@ -55,6 +55,9 @@ class HostIrEvaluator {
 
   // The program's CUDA graphs; null unless the evaluator replays them.
   const ProgramGraphs* graphs() const;
+  // Forgets the captured graphs (their counts stay): they hold the buffers
+  // of a CUDA backend that a rank's failure retired (FusionExecutorCache).
+  void dropGraphs();
 
   // What the evaluator does with a statement.
   enum class Statement {

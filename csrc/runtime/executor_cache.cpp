@@ -116,7 +116,7 @@ bool hasDeviceMesh(const Fusion& fusion) {
 } // namespace
 
 FusionExecutorCache::FusionExecutorCache(Fusion& definition)
-    : definition_(definition) {
+    : definition_(definition), communicates_(hasDeviceMesh(definition)) {
   definition_.freeze();
   definition_hash_ = std::hash<std::string>{}(definition_.toString());
 }
@@ -152,6 +152,34 @@ hir::CommunicatorBackend defaultBackend(
   return cudaBackendReachesPeers(communicator, device)
              ? hir::CommunicatorBackend::kCuda
              : hir::CommunicatorBackend::kNccl;
+}
+
+// NCCL refuses two ranks on one GPU, and fails in the middle of the program
+// when it meets them: with GPUs shared by processes, a program that needs
+// NCCL is a user error, raised on every rank before any communication.
+void refuseNcclOnSharedGpus(
+    const hir::HostIrContainer& program,
+    const Communicator& communicator,
+    c10::Device device) {
+  if (!processesShareGpus(communicator, device)) {
+    return;
+  }
+  hir::forEachExpr(program.topLevel(), [&](const Expr* expr) {
+    const auto* comm = dynamic_cast<const hir::Communication*>(expr);
+    MDF_USER_CHECK(
+        comm == nullptr || comm->team().size() < 2 ||
+            comm->backend() != hir::CommunicatorBackend::kNccl,
+        communicationTypeName(comm->type()),
+        " (Communication ",
+        comm->name(),
+        ") with team ",
+        hir::teamString(comm->team()),
+        " runs on NCCL, which refuses two processes on one GPU, and "
+        "MDFUSER_SHARE_DEVICES=1 puts ",
+        communicator.localSize(),
+        " processes on fewer GPUs; there only the CUDA backend's rings "
+        "communicate CUDA tensors");
+  });
 }
 
 } // namespace
@@ -208,6 +236,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   if (std::ostream* os = show(dump.host_ir)) {
     *os << program->hic->toString() << std::flush;
   }
+  refuseNcclOnSharedGpus(*program->hic, communicator, device);
   if (options.cuda_graph) {
     checkCudaGraphs(*program->hic, device);
   }
@@ -222,22 +251,80 @@ std::vector<at::Tensor> FusionExecutorCache::run(
     const DumpOptions& dump,
     const ExecuteOptions& options,
     const std::vector<Literal::Value>& scalars) {
+  if (communicates_) {
+    // After a failure no run communicates until the ranks recover: said
+    // before anything else (this run has not started).
+    communicator.throwIfStopped();
+  }
+  error_agreed_ = false;
   try {
-    std::vector<at::Tensor> outputs =
-        runOrThrow(inputs, scalars, communicator, dump, options);
-    communicator.clearFailedRun();
-    return outputs;
-  } catch (const CommunicationError&) {
-    // A peer's failure or absence, which that peer reports.
+    return runOrThrow(inputs, scalars, communicator, dump, options);
+  } catch (const CommunicationError& e) {
     noteFailedRun();
+    if (e.cause() != CommunicationError::Cause::kPeerFailed) {
+      // Peers may wait for this rank in this run's communication.
+      communicator.reportFailure(e.what());
+    }
     throw;
   } catch (const std::exception& e) {
     noteFailedRun();
-    communicator.reportFailedRun(e.what());
+    if (!error_agreed_) {
+      // Raised on this rank alone, perhaps while its peers communicate.
+      communicator.reportFailure(e.what());
+    }
     throw;
   } catch (...) {
     noteFailedRun();
+    communicator.reportFailure("an unknown error");
     throw;
+  }
+}
+
+void FusionExecutorCache::failBeforeRun(
+    Communicator& communicator, const UserError& error) {
+  noteFailedRun();
+  const std::vector<int64_t> team =
+      agreementTeam(definition_, communicator.rank(), communicator.size());
+  if (team.empty()) {
+    return;
+  }
+  if (!shareError(communicator, team, error)) {
+    communicator.reportFailure(error.what());
+  }
+}
+
+bool FusionExecutorCache::shareError(
+    Communicator& communicator,
+    const std::vector<int64_t>& team,
+    const UserError& error) {
+  RunFingerprint failed;
+  failed.error = error;
+  try {
+    communicator.join();
+    return agreeAcrossTeam(communicator, team, failed);
+  } catch (const std::exception&) {
+    // The store is unreachable, or a rank failed: this rank's own error
+    // says more, and its failure is posted.
+    return false;
+  }
+}
+
+void FusionExecutorCache::syncEpoch(const Communicator& communicator) {
+  if (epoch_ == communicator.epoch()) {
+    return;
+  }
+  epoch_ = communicator.epoch();
+  agreed_.clear();
+  if (cuda_ != nullptr) {
+    // The CUDA backend of an epoch the ranks recovered from: its buffers,
+    // and its flags, may still receive the released moves of its peers
+    // (and this rank's own may still run), so it is never freed; the
+    // programs create another in this epoch. Bounded by the failures a job
+    // recovers from.
+    (void)cuda_.release();
+  }
+  for (auto& [key, program] : programs_) {
+    program->evaluator->dropGraphs();
   }
 }
 
@@ -250,6 +337,7 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   // mdfuser computes values, not gradients: inputs that require grad (an
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);
+  syncEpoch(communicator);
   // Values change from run to run: checked at every one.
   checkScalarInputs(definition_, scalars);
   const uint64_t rng_base = definition_hash_ ^ (static_cast<uint64_t>(runs_++) *
@@ -303,21 +391,21 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     // The compiled fusion's inputs carry the propagated shardings.
     program->extents = bindInputs(program->hic->fusion(), inputs, communicator);
   } catch (const UserError& e) {
-    if (compare) {
-      // The others raise it too instead of waiting for this rank.
-      RunFingerprint failed;
-      failed.error = e;
-      try {
-        agreeAcrossTeam(communicator, team, failed);
-      } catch (const std::exception&) {
-        // The store is unreachable: this rank's own error says more.
-      }
-    }
+    // The others that compare raise it too instead of waiting for this
+    // rank; those that do not run a collective, and learn of this rank's
+    // failure (run() reports it) unless the error was shared.
+    error_agreed_ = compare && shareError(communicator, team, e);
     throw;
   }
   if (compare) {
-    agreeAcrossTeam(
-        communicator, team, fingerprintOf(definition_, inputs, options));
+    try {
+      agreeAcrossTeam(
+          communicator, team, fingerprintOf(definition_, inputs, options));
+    } catch (const UserError&) {
+      // The ranks disagree: every rank of the team raises this error.
+      error_agreed_ = true;
+      throw;
+    }
     ++agreements_;
   }
   agreed_ = std::move(agreement);

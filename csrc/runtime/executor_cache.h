@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "host_ir/host_ir_container.h"
+#include "ir/errors.h"
 #include "ir/fusion.h"
 #include "runtime/cuda_graphs.h"
 #include "runtime/options.h"
@@ -42,11 +43,16 @@ class FusionExecutorCache {
   // After a run that failed on this rank, perhaps on this rank only (its
   // peers may be inside that run's collectives): the next run compares
   // with the others first, so that it cannot pair its collectives with the
-  // failed run's. run() notes its own failures; the Python layer notes
-  // those it raises before calling run().
+  // failed run's. run() notes its own failures.
   void noteFailedRun() {
     agreed_.clear();
   }
+
+  // A run failed on this rank with `error` before it reached run() (the
+  // Python layer's checks of execute's arguments): the ranks that compare
+  // read it and raise it too; if some do not (they run a collective that
+  // waits for this rank), this rank's failure is reported to them.
+  void failBeforeRun(Communicator& communicator, const UserError& error);
 
   int64_t numPrograms() const {
     return static_cast<int64_t>(programs_.size());
@@ -95,6 +101,18 @@ class FusionExecutorCache {
       const ExecuteOptions& options,
       uint64_t rng_base);
 
+  // Moves the CUDA backend and the graphs of an epoch the ranks recovered
+  // from out of the way (Communicator::epoch), and compares before the
+  // next run.
+  void syncEpoch(const Communicator& communicator);
+
+  // Posts this rank's `error` in the agreement check of `team` and waits a
+  // little for the others to read it: whether they did.
+  bool shareError(
+      Communicator& communicator,
+      const std::vector<int64_t>& team,
+      const UserError& error);
+
   Fusion& definition_;
   // Seeds random operations without rng_seed: a hash of the definition and
   // the number of runs so far, the same on every rank that runs the same
@@ -112,6 +130,13 @@ class FusionExecutorCache {
   // first, so that ranks that switch signatures differently learn of it
   // before any collective instead of exchanging mismatched data.
   std::vector<int64_t> agreed_;
+  // The fusion has a mesh: its runs may communicate.
+  bool communicates_ = false;
+  // The communication epoch of `cuda_` and of the programs' graphs.
+  int64_t epoch_ = 0;
+  // The error of the run being raised came out of the agreement check, on
+  // every rank of the team alike: it is no failure of this rank alone.
+  bool error_agreed_ = false;
 };
 
 } // namespace mdfuser

@@ -51,6 +51,8 @@ std::string symmetricGroup(
   static std::mutex mutex;
   // The registry holds groups weakly: these keep them.
   static std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups;
+  // One group per team, whatever the communication epoch: a pool of a new
+  // epoch makes buffers of its own in it, which never meet the old ones.
   const std::string name = "mdfuser" + hir::teamString(team);
   std::lock_guard<std::mutex> lock(mutex);
   if (groups.count(name) == 0) {
@@ -71,7 +73,9 @@ std::string symmetricGroup(
 
 SymmetricBuffers::SymmetricBuffers(
     Communicator& communicator, c10::Device device)
-    : communicator_(communicator), device_(device) {
+    : communicator_(communicator),
+      device_(device),
+      epoch_(communicator.epoch()) {
   MDF_CHECK(device.is_cuda(), "symmetric buffers live on CUDA devices");
   // mdfuser's copies need no multicast objects, and the machines it runs on
   // may not allow them: unless the user decided otherwise, torch creates

@@ -22,7 +22,8 @@ class Communicator;
 // members exchange their handles through the rendezvous store. The pool
 // keeps every buffer under the key its caller gives (an Allocate and its
 // loop iteration), so that later runs of a program find the same buffers,
-// at the same addresses on every member, and allocate nothing.
+// at the same addresses on every member, and allocate nothing. A pool
+// belongs to the communication epoch it was made in.
 class SymmetricBuffers {
  public:
   SymmetricBuffers(Communicator& communicator, c10::Device device);
@@ -40,6 +41,11 @@ class SymmetricBuffers {
       at::ScalarType dtype,
       bool zeroed = false);
 
+  // The communication epoch the pool belongs to.
+  int64_t epoch() const {
+    return epoch_;
+  }
+
   // Where, in this process's address space, team member `peer` holds what
   // `local` (a view into one of this pool's buffers) holds here.
   void* peerAddress(const at::Tensor& local, int64_t peer) const;
@@ -48,6 +54,9 @@ class SymmetricBuffers {
   struct Entry;
   Communicator& communicator_;
   c10::Device device_;
+  // The communication epoch the buffers belong to: the communicator's when
+  // the pool was made.
+  int64_t epoch_;
   std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
   // Each entry under the address of this member's copy, to find the buffer
   // a view lies in.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/watchdog.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,8 @@ struct Watchdog::State {
   // waits for a round of polling.
   std::list<Watched> incoming;
   PeerCheck peer_check;
+  // Work of the epochs before this one is abandoned.
+  int64_t live_epoch = 0;
   std::thread thread;
   bool stop = false;
   // The thread waits for work, with nothing to poll: only then does a
@@ -90,6 +93,11 @@ void Watchdog::setPeerCheck(PeerCheck check) {
   state_->peer_check = std::move(check);
 }
 
+void Watchdog::abandonBefore(int64_t epoch) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->live_epoch = std::max(state_->live_epoch, epoch);
+}
+
 void Watchdog::loop() {
   State& s = *state_;
   std::list<State::Watched> watched;
@@ -100,6 +108,7 @@ void Watchdog::loop() {
   while (true) {
     // Taken from the state only when a round of peer checks is due.
     PeerCheck peer_check;
+    int64_t live_epoch = 0;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
       if (watched.empty()) {
@@ -113,6 +122,7 @@ void Watchdog::loop() {
         return;
       }
       watched.splice(watched.end(), s.incoming);
+      live_epoch = s.live_epoch;
       if (std::chrono::steady_clock::now() - last_peer_check >=
           kPeerCheckPeriod) {
         peer_check = s.peer_check;
@@ -135,6 +145,11 @@ void Watchdog::loop() {
         it = watched.erase(it);
         continue;
       }
+      if (entry.epoch < live_epoch && entry.release && entry.release()) {
+        // Abandoned, and ended without its peers.
+        it = watched.erase(it);
+        continue;
+      }
       if (now > it->deadline) {
         endProcess(
             entry.describe(),
@@ -144,11 +159,24 @@ void Watchdog::loop() {
                                    .count()) +
                 " s");
       }
-      if (check_peers && !entry.peers.empty() &&
+      if (check_peers && !entry.peers.empty() && entry.epoch >= live_epoch &&
           now - it->start >= kPeerCheckPeriod) {
-        const std::string gone = peer_check(entry.peers);
-        if (!gone.empty()) {
-          endProcess(entry.describe(), gone);
+        const PeerNews news = peer_check(entry.peers, entry.epoch);
+        if (!news.exited.empty()) {
+          endProcess(entry.describe(), news.exited);
+        }
+        if (!news.failed.empty()) {
+          // The epoch is over: its work, this entry's and the rest, is
+          // released from the next poll on.
+          std::fprintf(
+              stderr,
+              "[mdfuser] %s; %s: releasing the work of its epoch\n",
+              entry.describe().c_str(),
+              news.failed.c_str());
+          std::fflush(stderr);
+          live_epoch = std::max(live_epoch, entry.epoch + 1);
+          std::lock_guard<std::mutex> lock(s.mutex);
+          s.live_epoch = std::max(s.live_epoch, live_epoch);
         }
       }
       ++it;

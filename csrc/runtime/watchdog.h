@@ -35,12 +35,29 @@ class Watchdog {
     // The ranks the work waits for; if one of them exits on an error, the
     // work ends the process without waiting for the deadline (setPeerCheck).
     std::vector<int64_t> peers;
+    // The communication epoch the work was posted in (Communicator::epoch).
+    int64_t epoch = 0;
+    // Lets abandoned work run to its end without its peers: called on the
+    // watchdog's thread at every poll until `finished`, or until it returns
+    // true (the work is over: an aborted NCCL communicator, whose work
+    // cannot be queried afterwards); the CUDA backend's moves return false
+    // and are released until their events complete. Null: the work cannot
+    // be released, and only its deadline ends it.
+    std::function<bool()> release;
   };
 
-  // Of `ranks`, the first that exited on an error, as "rank 1 exited on an
-  // error: ...", or an empty string. Called on the watchdog's thread; must
+  // What became of the peers an entry waits for, as errors name it: "rank 1
+  // exited on an error: ..." (the process ends), "rank 1 failed: ..." (a run
+  // failed there, in the entry's epoch: the entry's epoch is over, its work
+  // is released), or neither.
+  struct PeerNews {
+    std::string exited;
+    std::string failed;
+  };
+  // Asked about `ranks` and `epoch`. Called on the watchdog's thread; must
   // not throw.
-  using PeerCheck = std::function<std::string(const std::vector<int64_t>&)>;
+  using PeerCheck =
+      std::function<PeerNews(const std::vector<int64_t>& ranks, int64_t epoch)>;
 
   static Watchdog& instance();
 
@@ -50,8 +67,15 @@ class Watchdog {
   // About once a second, asks `check` about the peers of each entry watched
   // for more than a second: one that exited on an error will never complete
   // the work, so the process ends then, naming it, rather than at the
-  // deadline. Replaces the previous check; nullptr stops checking.
+  // deadline; one that failed in the entry's epoch ends that epoch, and the
+  // work of it is released (abandon). Replaces the previous check; nullptr
+  // stops checking.
   void setPeerCheck(PeerCheck check);
+
+  // The work of every epoch before `epoch` is abandoned: released (its
+  // `release`) until it finishes, and so is work of those epochs posted
+  // later. Its deadline still holds. Any thread.
+  void abandonBefore(int64_t epoch);
 
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;

@@ -129,6 +129,33 @@ void bindRuntime(py::module_& m) {
           &Communicator::barrier,
           py::call_guard<py::gil_scoped_release>())
       .def(
+          "report_failure",
+          &Communicator::reportFailure,
+          py::arg("error"),
+          py::call_guard<py::gil_scoped_release>(),
+          "This rank failed outside a fusion's run (a check between runs, a "
+          "test): peers waiting for it in a communication stop within about "
+          "a second, quoting `error`, and the communication of every rank "
+          "stops until they recover() (doc/runtime.md#failures).")
+      .def(
+          "recover",
+          &Communicator::recover,
+          py::call_guard<py::gil_scoped_release>(),
+          "Every rank, together, after failures: waits until all arrive, "
+          "then all communicate again, in a new communication epoch that "
+          "nothing a failed run left in flight reaches. Without failures, a "
+          "barrier.")
+      .def(
+          "stopped",
+          &Communicator::stopped,
+          "Whether this rank knows of failures the ranks have not recovered "
+          "from: its communication raises them until recover().")
+      .def(
+          "epoch",
+          &Communicator::epoch,
+          "The communication epoch: how many of the job's failures this "
+          "rank has recovered from.")
+      .def(
           "_store",
           &Communicator::store,
           py::call_guard<py::gil_scoped_release>(),
@@ -174,9 +201,8 @@ void bindRuntime(py::module_& m) {
             ExecuteOptions options;
             try {
               options = ExecuteOptions::parse(enable, disable);
-            } catch (const std::exception& e) {
-              cache.noteFailedRun();
-              communicatorInstance().reportFailedRun(e.what());
+            } catch (const UserError& e) {
+              cache.failBeforeRun(communicatorInstance(), e);
               throw;
             }
             options.backend = backend;
@@ -208,14 +234,23 @@ void bindRuntime(py::module_& m) {
           "(the captures' first replays included).")
       .def(
           "note_failed_run",
-          [](FusionExecutorCache& cache, const std::string& error) {
-            cache.noteFailedRun();
-            communicatorInstance().reportFailedRun(error);
+          [](FusionExecutorCache& cache,
+             const std::string& error,
+             bool type_error) {
+            cache.failBeforeRun(
+                communicatorInstance(),
+                UserError(
+                    type_error ? UserError::Kind::kType
+                               : UserError::Kind::kValue,
+                    error));
           },
           py::arg("error"),
-          "A run failed on this rank before reaching the cache with `error`: "
-          "the next run compares with the other ranks first, and peers that "
-          "time out waiting for this rank quote `error`.")
+          py::arg("type_error"),
+          py::call_guard<py::gil_scoped_release>(),
+          "A run failed on this rank before reaching the cache with `error` "
+          "(a TypeError or a ValueError): the ranks that compare raise it "
+          "too; if some run a collective instead, the failure is reported to "
+          "them.")
       .def(
           "compiled_outputs",
           [](const FusionExecutorCache& cache) {

@@ -302,6 +302,8 @@ class FusionDefinitionWrapper:
             )
         self._define_fusion = define_fusion
         self._compiled: dict[tuple, _Compiled] = {}
+        # The fusion of the most recent call.
+        self._last: _Compiled | None = None
 
     @property
     def num_definitions(self) -> int:
@@ -335,16 +337,26 @@ class FusionDefinitionWrapper:
             backend=backend, _enable_options=_enable_options, _disable_options=_disable_options
         )
         try:
-            return self._call(inputs, output_placements, execute)
-        except Exception as e:
-            # Perhaps on this rank only: each program compares with the other
-            # ranks before its next run.
-            for compiled in self._compiled.values():
-                if compiled.fd._cache is not None:
-                    compiled.fd._cache.note_failed_run(f"{type(e).__name__}: {e}")
+            compiled, local, mesh = self._prepare(inputs, output_placements)
+        except (TypeError, ValueError) as e:
+            # Perhaps on this rank only, while the others run the program
+            # they ran last: the ranks that compare raise it too, those that
+            # wait for this rank in a collective stop.
+            if self._last is not None and self._last.fd._cache is not None:
+                self._last.fd._cache.note_failed_run(
+                    f"{type(e).__name__}: {e}", isinstance(e, TypeError)
+                )
             raise
+        self._last = compiled
+        outs = compiled.fd.execute(local, **execute)
+        return [
+            self._to_dtensor(j, out, tv, mesh)
+            for j, (out, tv) in enumerate(zip(outs, compiled.fd.output_tensors()))
+        ]
 
-    def _call(self, inputs, output_placements, execute: dict) -> list[DTensor]:
+    def _prepare(self, inputs, output_placements):
+        """The compiled fusion for `inputs`, their local shards and their
+        mesh."""
         if isinstance(inputs, (torch.Tensor, str)) or not isinstance(inputs, Sequence):
             raise TypeError(
                 f"FusionDefinitionWrapper: expected a list of DTensors, got {type(inputs).__name__}"
@@ -387,11 +399,7 @@ class FusionDefinitionWrapper:
             for _ in spec.partial_dims:
                 t = t.unsqueeze(0)
             local.append(t)
-        outs = compiled.fd.execute(local, **execute)
-        return [
-            self._to_dtensor(j, out, tv, mesh)
-            for j, (out, tv) in enumerate(zip(outs, compiled.fd.output_tensors()))
-        ]
+        return compiled, local, mesh
 
     def _check_mesh(self, mesh: TorchDeviceMesh) -> None:
         size = Communicator.instance().size()

@@ -347,17 +347,17 @@ class FusionDefinition:
         given. mdfuser schedules every fusion:
         ``auto_schedule=False`` (manual scheduling) is refused.
         """
+        if self._cache is None:
+            self._cache = _C._FusionExecutorCache(self._fusion)
         try:
             self._check_execute_arguments(
                 inputs, device, auto_schedule, backend, _enable_options, _disable_options
             )
-        except Exception as e:
-            if self._cache is not None:
-                # Perhaps on this rank only: the next run compares first.
-                self._cache.note_failed_run(f"{type(e).__name__}: {e}")
+        except (TypeError, ValueError) as e:
+            # Perhaps on this rank only: the ranks that compare raise it
+            # too, those that wait for this rank in a collective stop.
+            self._cache.note_failed_run(f"{type(e).__name__}: {e}", isinstance(e, TypeError))
             raise
-        if self._cache is None:
-            self._cache = _C._FusionExecutorCache(self._fusion)
         tensors, scalars = _split_arguments(inputs)
         return self._cache.execute(
             tensors, scalars, list(_enable_options), list(_disable_options), backend

@@ -233,6 +233,90 @@ print("the next run finished without rank 1", flush=True)
     return waiting.stderr
 
 
+# A child job of `size` ranks for run_failing_rank_job: the row-parallel
+# linear on every rank, with integer inputs whose result is exact.
+FAILING_RANK_JOB = """
+import faulthandler, sys, time, torch
+# Where a rank is, should it still run when its parent gives up on it.
+faulthandler.dump_traceback_later(45)
+sys.path.insert(0, {helpers!r})
+from helpers import row_parallel_linear
+from mdfuser import CommunicatorBackend
+from mdfuser.multidevice import Communicator, shard_tensor
+comm = Communicator.instance()
+d = comm.size()
+device = torch.device({device})
+backend = {backend}
+if device.type == "cuda":
+    torch.cuda.set_device(device)
+fd = row_parallel_linear(d, 2, 12)  # 4h = 48 splits over 2, 3 or 4 ranks
+g = torch.Generator().manual_seed(0)
+full = [torch.randint(-2, 3, (rows, 48), generator=g).to(torch.bfloat16) for rows in (8, 12)]
+expected = torch.nn.functional.linear(full[0].double(), full[1].double()).to(torch.bfloat16)
+args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs())]
+
+def run():
+    (out,) = fd.execute(args, backend=backend, _enable_options={options!r})
+    return out
+
+def step():
+    assert torch.equal(run().cpu(), expected)
+    print("ok", comm.epoch(), flush=True)
+
+for _ in range({warmups}):
+    step()
+if comm.rank() == d - 1:
+    comm.report_failure("AssertionError: rank " + str(comm.rank()) + "'s check failed")
+else:
+    start = time.monotonic()
+    try:
+        # Waits for the last rank, which never comes: on the CPU the wait
+        # stops within a second; on GPUs the watchdog releases the stream
+        # and the next run says that the communication is stopped.
+        run().cpu()
+        run()
+        print("no error", flush=True)
+    except RuntimeError as e:
+        print(f"stopped after {{time.monotonic() - start:.1f}} s: {{e}}", flush=True)
+comm.recover()
+step()
+"""
+
+
+def run_failing_rank_job(
+    size: int,
+    device: str,
+    options: tuple[str, ...],
+    env: dict[str, str],
+    warmups: int = 1,
+    backend: str | None = None,
+) -> list[list[str]]:
+    """Runs FAILING_RANK_JOB: every rank runs the row-parallel linear
+    `warmups` times; then the last rank reports a failure (as a test harness
+    does when a check fails on it) and skips a run, in which the others wait
+    for it; then all recover and run once more. Checks that every rank ended
+    well, within
+    a bound far below MDFUSER_TIMEOUT_S, and returns each rank's lines.
+    `backend` names a CommunicatorBackend (default: execute's)."""
+    code = FAILING_RANK_JOB.format(
+        helpers=os.path.dirname(__file__),
+        device=device,
+        options=list(options),
+        warmups=warmups,
+        backend="None" if backend is None else f"CommunicatorBackend.{backend}",
+    )
+    start = time.monotonic()
+    results = run_world(code, size, {"MDFUSER_TIMEOUT_S": "60", **env}, timeout=60)
+    took = time.monotonic() - start
+    every_rank = "\n".join(
+        f"rank {r} ({result.returncode}):\n{result.stdout}\n{result.stderr[-4000:]}"
+        for r, result in enumerate(results)
+    )
+    assert all(result.returncode == 0 for result in results), every_rank
+    assert took < 50, f"ended by the timeout, not by the failure:\n{every_rank}"
+    return [result.stdout.splitlines() for result in results]
+
+
 def run_world(
     code: str, size: int, env: dict[str, str] | None = None, timeout: float = 120
 ) -> list[subprocess.CompletedProcess]:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from helpers import run_absent_peer_job
+from helpers import run_absent_peer_job, run_failing_rank_job
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="the CUDA backend runs on GPUs"
@@ -59,3 +59,42 @@ def test_a_peer_that_exits_on_an_error_ends_the_waiting_rank_early(graphs):
     assert time.monotonic() - start < 45, message
     assert "(rank 1 exited on an error: RuntimeError: rank 1 gives up)" in message, message
     assert "the stream cannot go on, ending the process" in message, message
+
+
+# Seen on two H100s (2026-11-26): the job does not end within its bound;
+# which rank waits where after the release is not yet known (doc/runtime.md,
+# "Failures").
+@pytest.mark.xfail(reason="recovery after a released GPU wait does not finish yet", strict=False)
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("graphs", [False, True], ids=["statements", "graphs"])
+def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
+    """Three ranks (sharing GPUs where the machine has fewer): the last
+    reports a failure while the others' streams wait for it in the rings of
+    the row-parallel linear. Their watchdogs learn it from the store within
+    about a second and release the waits; their next run says that the
+    released run's output is wrong, naming the rank and its error; then all
+    three recover and run again, in the next epoch, with exact results,
+    instead of the process ending at the 60 s bound."""
+    env = {}
+    if torch.cuda.device_count() < 3:
+        env["MDFUSER_SHARE_DEVICES"] = "1"
+    device = '"cuda", comm.local_rank() % torch.cuda.device_count()'
+    options = ("cuda_graph",) if graphs else ()
+    # With graphs: the first run runs the statements, the second captures,
+    # so that the run the last rank skips is a replay.
+    lines = run_failing_rank_job(3, device, options, env, warmups=2 if graphs else 1)
+    warmups = 2 if graphs else 1
+    for rank, out in enumerate(lines):
+        assert out[:warmups] == ["ok 0"] * warmups and out[-1] == "ok 1", (rank, out)
+        if rank == 2:
+            assert len(out) == warmups + 1, out
+            continue
+        stopped = out[warmups]
+        assert stopped.startswith("stopped after "), out
+        assert float(stopped.split()[2]) < 20, out
+        assert (
+            f"the communication of rank {rank} is stopped by failures: rank 2 failed: "
+            "AssertionError: rank 2's check failed; the watchdog released this rank's waits "
+            "on them, so the outputs of its runs since then are wrong. Call "
+            "Communicator.recover() on every rank to communicate again"
+        ) in stopped, out

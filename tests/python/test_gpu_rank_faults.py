@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from helpers import row_parallel_job, run_absent_peer_job, run_world
+from helpers import row_parallel_job, run_absent_peer_job, run_failing_rank_job, run_world
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 two_gpus = pytest.mark.skipif(
@@ -80,3 +80,26 @@ def test_an_nccl_collective_a_rank_never_reaches_ends_the_waiting_rank_with_a_me
     assert "[mdfuser] rank 0 in Allreduce (Communication " in message, message
     assert "with team (0 1) on NCCL: not finished" in message, message
     assert "(more than 3 s)" in message, message
+
+
+# Seen on two H100s (2026-11-26): the job does not end within its bound;
+# which rank waits where after the release is not yet known (doc/runtime.md,
+# "Failures").
+@pytest.mark.xfail(reason="recovery after a released GPU wait does not finish yet", strict=False)
+@two_gpus
+@pytest.mark.timeout(150)
+def test_a_failure_on_one_rank_aborts_the_others_nccl_work_and_all_go_on():
+    """Two ranks on NCCL: rank 1 reports a failure while rank 0's stream
+    waits for it in NCCL's allreduce. Rank 0's watchdog learns it from the
+    store and aborts that epoch's communicator, ending the kernel; rank 0's
+    next run says that the released run's output is wrong; then both
+    recover and run again on new communicators, with exact results."""
+    device = '"cuda", comm.local_rank()'
+    lines = run_failing_rank_job(2, device, (), {}, backend="nccl")
+    assert lines[1] == ["ok 0", "ok 1"], lines[1]
+    assert lines[0][0] == "ok 0" and lines[0][-1] == "ok 1", lines[0]
+    assert lines[0][1].startswith("stopped after "), lines[0]
+    assert (
+        "the communication of rank 0 is stopped by failures: rank 1 failed: "
+        "AssertionError: rank 1's check failed" in lines[0][1]
+    ), lines[0]

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -24,10 +26,57 @@ Watchdog::Entry entry(
 
 // A check that says rank 1 exited with `message`, whenever asked about it.
 Watchdog::PeerCheck rankOneExited(std::string message) {
-  return [message](const std::vector<int64_t>& ranks) -> std::string {
-    const bool asked = std::find(ranks.begin(), ranks.end(), 1) != ranks.end();
-    return asked ? message : "";
+  return [message](const std::vector<int64_t>& ranks, int64_t) {
+    Watchdog::PeerNews news;
+    if (std::find(ranks.begin(), ranks.end(), 1) != ranks.end()) {
+      news.exited = message;
+    }
+    return news;
   };
+}
+
+// A check that says rank 1 failed in `epoch`, whenever asked about that
+// epoch.
+Watchdog::PeerCheck rankOneFailedIn(int64_t epoch) {
+  return [epoch](const std::vector<int64_t>&, int64_t asked) {
+    Watchdog::PeerNews news;
+    if (asked == epoch) {
+      news.failed = "rank 1 failed: RuntimeError: gave up";
+    }
+    return news;
+  };
+}
+
+// Work that finishes once released `needed` times, counting its releases.
+struct Releasable {
+  std::shared_ptr<std::atomic<int>> releases =
+      std::make_shared<std::atomic<int>>(0);
+
+  Watchdog::Entry entry(int64_t epoch, int needed, std::vector<int64_t> peers) {
+    Watchdog::Entry e;
+    e.finished = [r = releases, needed] { return r->load() >= needed; };
+    e.describe = [] { return "rank 0 in CollectivePermute (Communication 1)"; };
+    e.timeout = milliseconds(60000);
+    e.epoch = epoch;
+    e.peers = std::move(peers);
+    e.release = [r = releases] {
+      ++*r;
+      return false;
+    };
+    return e;
+  }
+};
+
+// Polls `done` for up to `limit`.
+bool within(milliseconds limit, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
 }
 
 TEST(Watchdog, WorkThatFinishesInTimeIsForgotten) {
@@ -94,6 +143,49 @@ TEST(Watchdog, APeerThatExitedLeavesWorkThatDoesNotWaitForIt) {
   // Past two rounds of peer checks: the process is still here.
   std::this_thread::sleep_for(milliseconds(2500));
   done->store(true);
+  Watchdog::instance().setPeerCheck(nullptr);
+}
+
+// The singleton's abandoned epochs only grow: these tests use epochs above
+// every other test's.
+TEST(Watchdog, WorkOfAnAbandonedEpochIsReleasedUntilItFinishes) {
+  Releasable old_work;
+  Releasable live_work;
+  Watchdog::instance().watch(old_work.entry(100, 3, {}));
+  Watchdog::instance().watch(live_work.entry(101, 1, {}));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(old_work.releases->load(), 0) << "live work is not released";
+  Watchdog::instance().abandonBefore(101);
+  EXPECT_TRUE(within(milliseconds(2000), [&] {
+    return old_work.releases->load() >= 3;
+  })) << "released at every poll until it finishes";
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(old_work.releases->load(), 3) << "finished work is forgotten";
+  EXPECT_EQ(live_work.releases->load(), 0) << "the live epoch's work stays";
+  // Work of an abandoned epoch posted later is released too.
+  Releasable late;
+  Watchdog::instance().watch(late.entry(100, 1, {}));
+  EXPECT_TRUE(
+      within(milliseconds(2000), [&] { return late.releases->load() >= 1; }));
+  live_work.releases->store(1);
+}
+
+TEST(Watchdog, APeerThatFailedInTheEntrysEpochEndsItAndReleasesItsWork) {
+  Watchdog::instance().setPeerCheck(rankOneFailedIn(200));
+  Releasable waits_for_1;
+  Releasable same_epoch;
+  Releasable next_epoch;
+  Watchdog::instance().watch(waits_for_1.entry(200, 1, {1}));
+  Watchdog::instance().watch(same_epoch.entry(200, 1, {}));
+  Watchdog::instance().watch(next_epoch.entry(201, 1, {1}));
+  // Peers are asked about work watched for a second, once a second.
+  EXPECT_TRUE(within(milliseconds(3500), [&] {
+    return waits_for_1.releases->load() >= 1 &&
+           same_epoch.releases->load() >= 1;
+  })) << "the epoch's work is released, whatever it waits for";
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(next_epoch.releases->load(), 0) << "the next epoch goes on";
+  next_epoch.releases->store(1);
   Watchdog::instance().setPeerCheck(nullptr);
 }
 

@@ -41,15 +41,33 @@ class MultideviceTest:
         return torch.bfloat16 if self.device.type == "cuda" else torch.float32
 
     @property
+    def nccl_usable(self) -> bool:
+        """Whether NCCL can carry this job's collectives: CUDA tensors, and
+        no GPU shared by two processes (MDFUSER_SHARE_DEVICES=1 with more
+        processes than GPUs), which NCCL refuses."""
+        return self.device.type == "cuda" and self.comm.local_size() <= torch.cuda.device_count()
+
+    def require_nccl(self) -> None:
+        if self.device.type == "cuda" and not self.nccl_usable:
+            pytest.skip(
+                f"needs NCCL, which refuses two processes on one GPU "
+                f"({self.comm.local_size()} processes share {torch.cuda.device_count()} GPUs)"
+            )
+
+    @property
     def collective_backend(self):
         """The backend that keeps collectives collectives: None (the
         default, Gloo) on the CPU, NCCL on GPUs. The tests of the collective
         lowering pin it, so that they check that lowering whichever backend
         execute defaults to (the CUDA backend turns what a ring can carry
-        into rings)."""
+        into rings). Skips where NCCL cannot run (GPUs shared by
+        processes)."""
         from mdfuser import CommunicatorBackend
 
-        return CommunicatorBackend.nccl if self.device.type == "cuda" else None
+        if self.device.type != "cuda":
+            return None
+        self.require_nccl()
+        return CommunicatorBackend.nccl
 
     @property
     def mdfuser_dtype(self):
@@ -109,6 +127,53 @@ def _device_for(local_rank: int, local_size: int) -> torch.device:
     return torch.device("cpu")
 
 
+# Raised on every rank, before any communication, by a program that needs
+# NCCL where processes share GPUs (runtime/executor_cache.cpp).
+NCCL_ON_SHARED_GPUS = "runs on NCCL, which refuses two processes on one GPU"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """Every test starts with the ranks together in one communication
+    epoch (Communicator.recover): whatever failed in an earlier test, on
+    whichever rank, its communication left in flight meets nothing of this
+    one's. Before the fixtures and skip marks, so that every rank gets here
+    for every test."""
+    comm = Communicator.instance()
+    if comm.size() > 1:
+        comm.recover()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With GPUs shared by processes (MDFUSER_SHARE_DEVICES=1), a test whose
+    program needs NCCL is skipped, naming the communication, rather than
+    failed: only the CUDA backend's rings can run there.
+
+    A test that fails on this rank alone may leave the other ranks waiting
+    for it in the test's communication: the failure is reported
+    (Communicator.report_failure), which ends their waits within a second
+    or two, naming this rank and the test. A failure that came of another
+    rank's (this rank's communication is stopped already) is that rank's to
+    report."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or call.excinfo is None:
+        return
+    if call.excinfo.errisinstance(ValueError) and NCCL_ON_SHARED_GPUS in str(call.excinfo.value):
+        report.outcome = "skipped"
+        path, line, _ = item.location
+        report.longrepr = (path, line or 0, f"Skipped: needs NCCL: {call.excinfo.value}")
+        return
+    if call.excinfo.errisinstance(pytest.skip.Exception):
+        return
+    comm = Communicator.instance()
+    if comm.size() > 1 and not comm.stopped():
+        error = call.excinfo.exconly().splitlines()[0][:300]
+        comm.report_failure(f"test {item.nodeid} failed: {error}")
+
+
 @pytest.fixture(scope="session")
 def multidevice_test() -> MultideviceTest:
     comm = Communicator.instance()
@@ -135,8 +200,15 @@ class DTensorTest:
         return self._meshes[shape]
 
 
+@pytest.fixture
+def dtensor_test(dtensor_world) -> DTensorTest:
+    # DTensors of CUDA tensors redistribute through torch.distributed's NCCL.
+    dtensor_world.test.require_nccl()
+    return dtensor_world
+
+
 @pytest.fixture(scope="session")
-def dtensor_test(multidevice_test) -> DTensorTest:
+def dtensor_world(multidevice_test) -> DTensorTest:
     from mdfuser.dtensor import init_process_group
 
     init_process_group()

@@ -214,6 +214,27 @@ def test_the_default_where_the_gpus_map_each_other_is_the_cuda_backend(multidevi
         assert torch.equal(default, nccl)
 
 
+def test_nccl_on_shared_gpus_is_a_value_error_on_every_rank(multidevice_test):
+    """Processes sharing GPUs (MDFUSER_SHARE_DEVICES=1): NCCL would fail in
+    the middle of the program, so a program that needs it is refused on
+    every rank before any communication; the rings run on afterwards."""
+    test = multidevice_test
+    needs_gpus(test)
+    if test.nccl_usable or test.size == 1:
+        pytest.skip("needs processes sharing GPUs")
+    fd = row_parallel_linear(test.size, 1, 4)
+    full = global_inputs(8, 16, 4, seed=13)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    with pytest.raises(ValueError) as error:
+        fd.execute(args, backend=CommunicatorBackend.nccl)
+    message = str(error.value)
+    assert "Allreduce (Communication " in message, message
+    assert "runs on NCCL, which refuses two processes on one GPU" in message, message
+    assert f"puts {test.comm.local_size()} processes on fewer GPUs" in message, message
+    (ring,) = fd.execute(args)
+    assert torch.equal(ring.cpu(), torch_linear(full, False))
+
+
 def test_cpu_tensors_are_refused(multidevice_test):
     """The CUDA backend carries CUDA tensors only: a ValueError before any
     communication, on every rank alike."""

@@ -36,10 +36,13 @@ RING = ["ring_decomposition"]
 def run_both(test, fd, full: list[torch.Tensor]):
     """(collective result, ring result, ring program) on the same shards."""
     args = [test.shard(tensor, tv) for tensor, tv in zip(full, fd.fusion.inputs())]
-    (collective,) = fd.execute(args, backend=test.collective_backend)
-    collective_program = fd.last_host_ir()
     (ring,) = fd.execute(args, _enable_options=RING)
     ring_program = fd.last_host_ir()
+    if test.device.type == "cuda" and not test.nccl_usable:
+        # GPUs shared by processes: the rings alone, against torch.
+        return ring, ring, ring_program
+    (collective,) = fd.execute(args, backend=test.collective_backend)
+    collective_program = fd.last_host_ir()
     assert fd._cache.num_programs == 2, "the option compiles a program of its own"
     assert "CollectivePermute" not in collective_program, "collectives are the default"
     return collective, ring, ring_program
@@ -171,12 +174,15 @@ def test_ring_prologues_first(multidevice_test, pair, s, t):
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (rings,) = fd.execute(args, _enable_options=RING)
     (first,) = fd.execute(args, _enable_options=PROLOGUES_FIRST)
-    (collective,) = fd.execute(args, backend=test.collective_backend)
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(first.cpu(), expected)
     assert torch.equal(rings, first)
-    assert torch.equal(collective, first)
-    assert fd._cache.num_programs == 3
+    programs = 2
+    if test.device.type != "cuda" or test.nccl_usable:
+        (collective,) = fd.execute(args, backend=test.collective_backend)
+        assert torch.equal(collective, first)
+        programs = 3
+    assert fd._cache.num_programs == programs
     fd.execute(args, _enable_options=PROLOGUES_FIRST)
     program = fd.last_host_ir()
     split = s > 1 and d > 1
@@ -259,14 +265,17 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
         b2=torch.randn(h, generator=g),
     )
     args = [test.shard(full[name].to(test.dtype), tv) for name, tv in block.inputs.items()]
-    (collective,) = block.fd.execute(args, backend=test.collective_backend)
     (ring,) = block.fd.execute(args, _enable_options=RING)
     program = block.fd.last_host_ir()
+    collective = None
+    if test.device.type != "cuda" or test.nccl_usable:
+        (collective,) = block.fd.execute(args, backend=test.collective_backend)
     want, torch_result = test.references(lambda **t: mlp_reference(**t)[0], full)
     want = shard_tensor(want.cpu(), block.fd.output_tensors()[0])
     torch_result = shard_tensor(torch_result.cpu(), block.fd.output_tensors()[0])
     tolerance = test.tolerance(want, torch_result)
-    test.assert_close(collective, want, tolerance, msg="collective")
+    if collective is not None:
+        test.assert_close(collective, want, tolerance, msg="collective")
     test.assert_close(ring, want, tolerance, msg="ring")
     if d > 1:
         assert count(program, "CollectivePermute") == 2, program
@@ -323,5 +332,10 @@ except Exception as e:
         assert child.returncode == 0, child.stderr
         return
     assert child.returncode == 3, child.stderr
-    assert f"rank {test.rank} failed waiting" in child.stdout
+    # Its own wait timed out, or a rank whose wait timed out first reported
+    # that failure, which ended this rank's wait.
+    assert f"rank {test.rank} failed waiting" in child.stdout or (
+        f"rank {test.rank} stopped waiting in CollectivePermute" in child.stdout
+        and " failed: rank " in child.stdout
+    ), child.stdout
     assert "CollectivePermute" in child.stdout and "(timed out)" in child.stdout
