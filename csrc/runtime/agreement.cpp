@@ -9,6 +9,8 @@
 
 #include <c10/core/DeviceType.h>
 
+#include "ir/device_mesh.h"
+#include "ir/parallel_type.h"
 #include "runtime/communicator.h"
 
 namespace mdfuser {
@@ -209,22 +211,54 @@ RunFingerprint fingerprintOf(
   return print;
 }
 
-std::vector<int64_t> agreementTeam(
+std::vector<std::vector<int64_t>> agreementTeams(
     const Fusion& definition, int64_t rank, int64_t world_size) {
   if (world_size < 2) {
     return {};
   }
-  std::set<int64_t> devices;
+  std::vector<const DeviceMesh*> meshes;
+  std::set<ParallelType> axes;
   for (const TensorView* tv : definition.allTensors()) {
-    if (tv->hasDeviceMesh()) {
-      const std::vector<int64_t>& mesh = tv->deviceMesh()->devices();
-      devices.insert(mesh.begin(), mesh.end());
+    if (!tv->hasDeviceMesh()) {
+      continue;
+    }
+    const DeviceMesh* mesh = &*tv->deviceMesh();
+    if (std::none_of(meshes.begin(), meshes.end(), [&](const DeviceMesh* m) {
+          return *m == *mesh;
+        })) {
+      meshes.push_back(mesh);
+    }
+    for (const IterDomain* id : tv->loop()) {
+      if (isDeviceParallel(id->parallelType())) {
+        axes.insert(id->parallelType());
+      }
     }
   }
-  if (devices.size() < 2 || devices.count(rank) == 0) {
-    return {};
+  std::set<std::vector<int64_t>> teams;
+  if (meshes.size() == 1) {
+    // Collectives run along the mesh axes the tensors are spread on: the
+    // rank's team along each of them.
+    const DeviceMesh& mesh = *meshes.front();
+    if (!mesh.has(rank)) {
+      return {};
+    }
+    for (ParallelType pt : axes) {
+      std::vector<int64_t> team = mesh.team(rank, pt);
+      if (team.size() > 1) {
+        teams.insert(std::move(team));
+      }
+    }
+  } else if (meshes.size() > 1) {
+    // Data moves between meshes: every device of them.
+    std::set<int64_t> devices;
+    for (const DeviceMesh* mesh : meshes) {
+      devices.insert(mesh->devices().begin(), mesh->devices().end());
+    }
+    if (devices.size() > 1 && devices.count(rank) > 0) {
+      teams.insert({devices.begin(), devices.end()});
+    }
   }
-  return {devices.begin(), devices.end()};
+  return {teams.begin(), teams.end()};
 }
 
 std::optional<UserError> disagreement(
@@ -268,11 +302,15 @@ std::optional<UserError> disagreement(
   return std::nullopt;
 }
 
-bool agreeAcrossTeam(
+namespace {
+
+// Exchanges `mine` in `team`; the disagreement, if any. With an error in
+// `mine`, returns whether the others read it (see agreeAcrossTeams).
+std::optional<UserError> exchangeIn(
     Communicator& communicator,
     const std::vector<int64_t>& team,
-    const RunFingerprint& mine) {
-  std::optional<std::vector<std::string>> encoded;
+    const RunFingerprint& mine,
+    bool& read) {
   // A rank about to raise its own error waits a little for the others to
   // read it, not for its peers' timeout.
   std::optional<std::chrono::milliseconds> patience;
@@ -280,6 +318,7 @@ bool agreeAcrossTeam(
     patience = std::min<std::chrono::milliseconds>(
         communicator.options().timeout, std::chrono::seconds(10));
   }
+  std::optional<std::vector<std::string>> encoded;
   try {
     encoded = communicator.exchange(
         team, mine.encode(), "the agreement check of execute", patience);
@@ -298,18 +337,47 @@ bool agreeAcrossTeam(
             "what they run"),
         /*timed_out=*/true);
   }
+  read = encoded.has_value();
   if (mine.error.has_value() || !encoded.has_value()) {
-    return encoded.has_value();
+    return std::nullopt;
   }
   std::vector<RunFingerprint> prints;
   prints.reserve(encoded->size());
   for (const std::string& text : *encoded) {
     prints.push_back(RunFingerprint::decode(text));
   }
-  if (std::optional<UserError> error = disagreement(team, prints)) {
+  return disagreement(team, prints);
+}
+
+} // namespace
+
+bool agreeAcrossTeams(
+    Communicator& communicator,
+    const std::vector<std::vector<int64_t>>& teams,
+    const RunFingerprint& mine) {
+  // The error this rank raises: its own, or the first team's disagreement,
+  // which the teams after that one learn as this rank's error.
+  std::optional<UserError> error = mine.error;
+  bool everyone_read = true;
+  for (const std::vector<int64_t>& team : teams) {
+    bool read = false;
+    if (error.has_value()) {
+      RunFingerprint failed;
+      failed.error = error;
+      exchangeIn(communicator, team, failed, read);
+      everyone_read = everyone_read && read;
+    } else {
+      error = exchangeIn(communicator, team, mine, read);
+    }
+  }
+  if (error.has_value() && !mine.error.has_value()) {
+    if (!everyone_read) {
+      // Some team did not read it: its ranks wait for this one.
+      communicator.reportFailure(error->what());
+    }
     throw *error;
   }
-  return true;
+  return everyone_read;
 }
 
 } // namespace mdfuser

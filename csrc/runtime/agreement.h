@@ -52,10 +52,14 @@ RunFingerprint fingerprintOf(
     const std::vector<at::Tensor>& inputs,
     const ExecuteOptions& options);
 
-// The ranks that must agree before `rank` runs `definition`: every device
-// of its meshes, in rank order. Empty when there is nothing to agree on:
-// a world of one process, fewer than two devices, or a rank outside them.
-std::vector<int64_t> agreementTeam(
+// The teams whose ranks must agree before `rank` runs `definition`: on one
+// mesh, its team along each mesh axis a tensor is spread on (the ranks its
+// collectives run with; a 2 x 2 mesh's rows and columns agree apart, so
+// that ranks may run fusions of different teams in different orders); for
+// a fusion on several meshes, every device of them. In a fixed order.
+// Empty when there is nothing to agree on: a world of one process, no
+// device axis, or a rank outside the mesh.
+std::vector<std::vector<int64_t>> agreementTeams(
     const Fusion& definition, int64_t rank, int64_t world_size);
 
 // The error every rank raises for the fingerprints of `team` (one per rank,
@@ -66,15 +70,17 @@ std::optional<UserError> disagreement(
     const std::vector<int64_t>& team,
     const std::vector<RunFingerprint>& prints);
 
-// Exchanges `mine` among `team` and throws the disagreement, if any. With
-// an error in `mine`, which the caller raises, waits a little for the
-// others to read it and returns whether they did (every rank of the team
-// then raises it): false when the exchange did not complete in time, or a
-// member said it waits in a collective instead (a run of this fusion that
-// it did not compare), whose wait the caller ends by reporting its failure.
-bool agreeAcrossTeam(
+// Exchanges `mine` in each of `teams`, in order, and throws the first
+// disagreement, if any, having posted it as this rank's error in the teams
+// after (every rank of every team raises an error, none waits). With an
+// error in `mine`, which the caller raises, waits a little in each team for
+// the others to read it and returns whether they all did: false when an
+// exchange did not complete in time, or a member said it waits in a
+// collective instead (a run of this fusion it did not compare), whose wait
+// the caller ends by reporting its failure.
+bool agreeAcrossTeams(
     Communicator& communicator,
-    const std::vector<int64_t>& team,
+    const std::vector<std::vector<int64_t>>& teams,
     const RunFingerprint& mine);
 
 } // namespace mdfuser

@@ -283,25 +283,25 @@ std::vector<at::Tensor> FusionExecutorCache::run(
 void FusionExecutorCache::failBeforeRun(
     Communicator& communicator, const UserError& error) {
   noteFailedRun();
-  const std::vector<int64_t> team =
-      agreementTeam(definition_, communicator.rank(), communicator.size());
-  if (team.empty()) {
+  const std::vector<std::vector<int64_t>> teams =
+      agreementTeams(definition_, communicator.rank(), communicator.size());
+  if (teams.empty()) {
     return;
   }
-  if (!shareError(communicator, team, error)) {
+  if (!shareError(communicator, teams, error)) {
     communicator.reportFailure(error.what());
   }
 }
 
 bool FusionExecutorCache::shareError(
     Communicator& communicator,
-    const std::vector<int64_t>& team,
+    const std::vector<std::vector<int64_t>>& teams,
     const UserError& error) {
   RunFingerprint failed;
   failed.error = error;
   try {
     communicator.join();
-    return agreeAcrossTeam(communicator, team, failed);
+    return agreeAcrossTeams(communicator, teams, failed);
   } catch (const std::exception&) {
     // The store is unreachable, or a rank failed: this rank's own error
     // says more, and its failure is posted.
@@ -373,9 +373,9 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     const DumpOptions& dump,
     const ExecuteOptions& options,
     uint64_t rng_base) {
-  const std::vector<int64_t> team =
-      agreementTeam(definition_, communicator.rank(), communicator.size());
-  const bool compare = !team.empty() && agreement != agreed_;
+  const std::vector<std::vector<int64_t>> teams =
+      agreementTeams(definition_, communicator.rank(), communicator.size());
+  const bool compare = !teams.empty() && agreement != agreed_;
   if (hasDeviceMesh(definition_)) {
     // Before any check that may fail, so that the others' rendezvous
     // completes and they learn of the failure in the agreement check.
@@ -394,15 +394,15 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     // The others that compare raise it too instead of waiting for this
     // rank; those that do not run a collective, and learn of this rank's
     // failure (run() reports it) unless the error was shared.
-    error_agreed_ = compare && shareError(communicator, team, e);
+    error_agreed_ = compare && shareError(communicator, teams, e);
     throw;
   }
   if (compare) {
     try {
-      agreeAcrossTeam(
-          communicator, team, fingerprintOf(definition_, inputs, options));
+      agreeAcrossTeams(
+          communicator, teams, fingerprintOf(definition_, inputs, options));
     } catch (const UserError&) {
-      // The ranks disagree: every rank of the team raises this error.
+      // The ranks disagree: every rank of the teams raises an error.
       error_agreed_ = true;
       throw;
     }

@@ -106,11 +106,11 @@ class FusionExecutorCache {
   // next run.
   void syncEpoch(const Communicator& communicator);
 
-  // Posts this rank's `error` in the agreement check of `team` and waits a
+  // Posts this rank's `error` in the agreement check of `teams` and waits a
   // little for the others to read it: whether they did.
   bool shareError(
       Communicator& communicator,
-      const std::vector<int64_t>& team,
+      const std::vector<std::vector<int64_t>>& teams,
       const UserError& error);
 
   Fusion& definition_;

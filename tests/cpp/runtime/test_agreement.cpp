@@ -4,6 +4,8 @@
 // holds, how it travels, which ranks compare, and the error every rank
 // raises when two fingerprints differ.
 
+#include <optional>
+
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -149,15 +151,40 @@ TEST_F(AgreementTest, FingerprintsSurviveEncoding) {
       RunFingerprint::decode(print.encode().substr(0, 20)), "fingerprint");
 }
 
-TEST_F(AgreementTest, TheTeamIsEveryDeviceOfTheMeshes) {
-  EXPECT_EQ(agreementTeam(*fusion_, 1, 2), (std::vector<int64_t>{0, 1}));
+TEST_F(AgreementTest, TheTeamsAreTheMeshAxesTheTensorsAreSpreadOn) {
+  using Teams = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(agreementTeams(*fusion_, 1, 2), (Teams{{0, 1}}));
   // Outside the mesh, alone in the world, or on a mesh of one device, a
   // rank compares with no one.
-  EXPECT_TRUE(agreementTeam(*fusion_, 2, 4).empty());
-  EXPECT_TRUE(agreementTeam(*fusion_, 0, 1).empty());
+  EXPECT_TRUE(agreementTeams(*fusion_, 2, 4).empty());
+  EXPECT_TRUE(agreementTeams(*fusion_, 0, 1).empty());
   std::unique_ptr<Fusion> single =
       test::makeRowParallelLinear(4, 1, 3, DataType::Float);
-  EXPECT_TRUE(agreementTeam(*single, 0, 2).empty());
+  EXPECT_TRUE(agreementTeams(*single, 0, 2).empty());
+}
+
+// x [t, k] on a 2 x 2 mesh, its rows spread on `pt`.
+std::unique_ptr<Fusion> onTwoByTwo(std::optional<ParallelType> pt) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* x = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  fusion->addOutput(set(x));
+  x->setDeviceMesh(DeviceMesh({0, 1, 2, 3}, {2, 2}));
+  if (pt.has_value()) {
+    x->outerSplit(0, 2);
+    x->parallelize(0, *pt);
+  }
+  return fusion;
+}
+
+TEST_F(AgreementTest, OnATwoByTwoMeshRowsAndColumnsAgreeApart) {
+  using Teams = std::vector<std::vector<int64_t>>;
+  // mesh_x is the inner axis: rows (0 1) and (2 3).
+  EXPECT_EQ(
+      agreementTeams(*onTwoByTwo(ParallelType::DIDx), 2, 4), (Teams{{2, 3}}));
+  EXPECT_EQ(
+      agreementTeams(*onTwoByTwo(ParallelType::DIDy), 2, 4), (Teams{{0, 2}}));
+  // Replicated on the mesh: no collective, nothing to agree on.
+  EXPECT_TRUE(agreementTeams(*onTwoByTwo(std::nullopt), 2, 4).empty());
 }
 
 } // namespace

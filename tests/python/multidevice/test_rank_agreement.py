@@ -228,3 +228,52 @@ def test_an_input_mdfuser_cannot_run_on_one_rank_is_refused_on_every_rank(multid
         fd.execute(inputs)
     if multidevice_test.rank == 0:
         assert str(error.value).startswith("rank 1: input 0 (T0)")
+
+
+def allgather_on_two_by_two(test, parallel_type, rows: int = 8):
+    """An allgather of x's rows spread on `parallel_type` of a 2 x 2 mesh:
+    mesh_x's teams are its rows (0 1) and (2 3), mesh_y's its columns (0 2)
+    and (1 3)."""
+    from mdfuser import ParallelType
+    from mdfuser.multidevice import DeviceMesh, shard_tensor
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 4], dtype=test.mdfuser_dtype)
+        y = fd.ops.set(x)
+        fd.add_output(y)
+        for tv in (x, y):  # y replicated: gathered
+            tv.set_device_mesh(DeviceMesh(torch.arange(4).reshape(2, 2)))
+        x.outer_split(0, 2)
+        x.axis(0).parallelize(getattr(ParallelType, parallel_type))
+    full = torch.arange(rows * 4, dtype=test.dtype).reshape(rows, 4)
+    (out,) = fd.execute([shard_tensor(full, x).to(test.device)])
+    return out.cpu(), full
+
+
+def test_teams_of_a_two_by_two_mesh_agree_apart(multidevice_test):
+    """Ranks 0 and 1 run the fusion of the rows, then that of the columns;
+    ranks 2 and 3 the columns first. Every team sees its own collectives in
+    one order, so all four run, each checking with its own team."""
+    test = multidevice_test
+    if test.size != 4:
+        pytest.skip("a 2 x 2 mesh runs on exactly 4 processes")
+    order = ["mesh_x", "mesh_y"] if test.rank < 2 else ["mesh_y", "mesh_x"]
+    for parallel_type in order:
+        out, full = allgather_on_two_by_two(test, parallel_type)
+        assert torch.equal(out, full), parallel_type
+
+
+def test_a_disagreement_inside_a_team_is_raised_on_its_ranks(multidevice_test):
+    """Rank 1 passes other shapes than rank 0 in the rows' fusion: ranks 0
+    and 1 raise the difference, before any collective; ranks 2 and 3, a
+    team of their own, run it."""
+    test = multidevice_test
+    if test.size != 4:
+        pytest.skip("a 2 x 2 mesh runs on exactly 4 processes")
+    rows = 12 if test.rank == 1 else 8
+    if test.rank >= 2:
+        out, full = allgather_on_two_by_two(test, "mesh_x", rows)
+        assert torch.equal(out, full)
+        return
+    with pytest.raises(ValueError, match=r"has shape \[4, 4\] on rank 0 and \[6, 4\] on rank 1"):
+        allgather_on_two_by_two(test, "mesh_x", rows)
