@@ -73,12 +73,26 @@ std::vector<int64_t> programKeyOf(
 
 // What the device's kernels take that a definition cannot know: attention
 // on CUDA (cuDNN's, or flash attention where cuDNN's does not apply) takes
-// Half and BFloat16 and head sizes that are multiples of 8 up to 256.
+// Half and BFloat16 and head sizes that are multiples of 8 up to 256; linear
+// and matmul on CUDA take no integers.
 void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
   if (!device.is_cuda()) {
     return;
   }
   for (const TensorOp* op : fusion.exprs()) {
+    if (op->type() == OpType::Linear || op->type() == OpType::Matmul) {
+      const TensorView* in = op->tensorInputs().front();
+      MDF_TYPE_CHECK(
+          !isIntegralType(in->dtype()),
+          op->opName(),
+          " of ",
+          in->dtype(),
+          " tensors runs on the CPU only, as torch's: on CUDA it takes "
+          "floating-point tensors (cuBLAS has no integer GEMM), got ",
+          in->toString(),
+          "; cast them first");
+      continue;
+    }
     if (op->type() != OpType::SdpaFwd && op->type() != OpType::SdpaBwd) {
       continue;
     }

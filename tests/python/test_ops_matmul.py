@@ -61,17 +61,40 @@ def test_linear_then_pointwise_and_reduction():
 # ------------------------------------------------------------------ errors
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.int32])
-def test_linear_of_integers_or_bools_is_a_type_error(dtype):
-    x, w = torch.ones(2, 3, dtype=dtype), torch.ones(4, 3, dtype=dtype)
-    with pytest.raises(TypeError, match="linear takes floating-point tensors, got"):
+def test_linear_of_bools_is_a_type_error():
+    x, w = torch.ones(2, 3, dtype=torch.bool), torch.ones(4, 3, dtype=torch.bool)
+    with pytest.raises(TypeError, match="linear takes floating-point or integer tensors, got Bool"):
         run1(lambda fd, tx, tw: fd.ops.linear(tx, tw), x, w)
 
 
-def test_matmul_of_integers_is_a_type_error():
-    x = torch.ones(2, 3, dtype=torch.int64)
-    with pytest.raises(TypeError, match="matmul takes floating-point tensors, got Int"):
-        run1(lambda fd, a, b: fd.ops.matmul(a, b), x, x.t())
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=str)
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+def test_linear_of_integers_on_the_cpu_is_torchs(dtype, bias):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-50, 50, (5, 7), generator=g, dtype=dtype)
+    w = torch.randint(-50, 50, (4, 7), generator=g, dtype=dtype)
+    b = torch.randint(-50, 50, (4,), generator=g, dtype=dtype)
+    if bias:
+        got = run1(lambda fd, tx, tw, tb: fd.ops.linear(tx, tw, tb), x, w, b)
+        assert torch.equal(got, F.linear(x, w, b))
+    else:
+        got = run1(lambda fd, tx, tw: fd.ops.linear(tx, tw), x, w)
+        assert torch.equal(got, F.linear(x, w))
+    assert got.dtype == dtype
+
+
+def test_batched_matmul_of_integers_on_the_cpu_is_torchs():
+    g = torch.Generator().manual_seed(4)
+    a = torch.randint(-9, 9, (3, 2, 5), generator=g)
+    b = torch.randint(-9, 9, (5, 4), generator=g)
+    assert torch.equal(run1(lambda fd, ta, tb: fd.ops.matmul(ta, tb), a, b), torch.matmul(a, b))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_matmul_of_integers_on_cuda_is_a_type_error():
+    a = torch.ones(2, 3, dtype=torch.int64, device="cuda")
+    with pytest.raises(TypeError, match="matmul of Int tensors runs on the CPU only"):
+        run1(lambda fd, ta, tb: fd.ops.matmul(ta, tb), a, a.t())
 
 
 def test_linear_in_features_mismatch_is_a_value_error():

@@ -33,11 +33,13 @@ void checkSameDtype(const TensorView* a, const TensorView* b, const char* op) {
       b->toString());
 }
 
+// As torch's: floating-point and integer tensors (integers on the CPU
+// only, which the runtime checks: cuBLAS has no integer GEMM), not Bool.
 void checkMatmulDtype(const TensorView* tv, const char* op) {
   MDF_TYPE_CHECK(
-      isFloatingType(tv->dtype()),
+      isFloatingType(tv->dtype()) || isIntegralType(tv->dtype()),
       op,
-      " takes floating-point tensors, got ",
+      " takes floating-point or integer tensors, got ",
       tv->dtype(),
       " for ",
       tv->toString());
