@@ -47,9 +47,9 @@ class Watchdog {
   };
 
   // What became of the peers an entry waits for, as errors name it: "rank 1
-  // exited on an error: ..." (the process ends), "rank 1 failed: ..." (a run
-  // failed there, in the entry's epoch: the entry's epoch is over, its work
-  // is released), or neither.
+  // exited on an error: ..." (the process ends), "rank 1 failed: ..." (a
+  // rank failed since the entry's epoch began, Communicator::reportFailure:
+  // the work of that epoch is released), or neither.
   struct PeerNews {
     std::string exited;
     std::string failed;
@@ -67,9 +67,9 @@ class Watchdog {
   // About once a second, asks `check` about the peers of each entry watched
   // for more than a second: one that exited on an error will never complete
   // the work, so the process ends then, naming it, rather than at the
-  // deadline; one that failed in the entry's epoch ends that epoch, and the
-  // work of it is released (abandon). Replaces the previous check; nullptr
-  // stops checking.
+  // deadline; after a failure since the entry's epoch began, the work of
+  // that epoch is released (abandonBefore). Replaces the previous check;
+  // nullptr stops checking.
   void setPeerCheck(PeerCheck check);
 
   // The work of every epoch before `epoch` is abandoned: released (its

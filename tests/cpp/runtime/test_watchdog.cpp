@@ -170,7 +170,7 @@ TEST(Watchdog, WorkOfAnAbandonedEpochIsReleasedUntilItFinishes) {
   live_work.releases->store(1);
 }
 
-TEST(Watchdog, APeerThatFailedInTheEntrysEpochEndsItAndReleasesItsWork) {
+TEST(Watchdog, AFailureSinceTheEntrysEpochReleasesItsWork) {
   Watchdog::instance().setPeerCheck(rankOneFailedIn(200));
   Releasable waits_for_1;
   Releasable same_epoch;
