@@ -760,9 +760,58 @@ std::vector<Segment> segmentsOf(const std::vector<TensorOp*>& exprs) {
 
 } // namespace
 
+// A stream split on a fusion input that no operation runs in (each one
+// that reads the input reduces the split axis, or runs whole) would do
+// nothing: the user asked for chunks and would get none. A user error
+// naming the axis and the operations.
+void checkInputStreamSplitsRun(
+    const Fusion& f, const std::vector<TensorOp*>& exprs) {
+  for (const TensorView* in : f.inputs()) {
+    const ParallelAxis stream =
+        findParallelAxis(in, ParallelType::Stream, in->logical());
+    if (!stream) {
+      continue;
+    }
+    std::vector<const TensorOp*> readers;
+    bool runs = false;
+    for (const TensorOp* op : exprs) {
+      const std::vector<TensorView*> ins = op->tensorInputs();
+      if (std::find(ins.begin(), ins.end(), in) == ins.end()) {
+        continue;
+      }
+      readers.push_back(op);
+      for (const TensorView* out : op->outs()) {
+        runs = runs || streamParts(op) != nullptr ||
+               findParallelAxis(out, ParallelType::Stream, out->logical());
+      }
+    }
+    if (runs || readers.empty()) {
+      continue;
+    }
+    std::string names;
+    for (const TensorOp* op : readers) {
+      names += (names.empty() ? "" : ", ") + std::string(op->opName());
+    }
+    MDF_USER_ERROR(
+        "axis ",
+        position(in->logical(), stream.source),
+        " of ",
+        in->toString(),
+        " is split into ",
+        stream.parts()->toString(),
+        " stream chunks, but no operation runs in them: ",
+        names,
+        " reads it and reduces that axis or runs whole (a reduction over "
+        "the chunks would have to add up across them, which mdfuser does "
+        "not do). Split an axis the operations keep, such as a linear's "
+        "tokens, or remove the stream split");
+  }
+}
+
 std::unique_ptr<HostIrContainer> lowerToHostIr(
     std::unique_ptr<Fusion> fusion, const LoweringOptions& options) {
   Fusion& f = *fusion;
+  checkInputStreamSplitsRun(f, f.exprs());
   auto hic = std::make_unique<HostIrContainer>(std::move(fusion));
 
   const std::vector<Segment> segments = segmentsOf(f.exprs());

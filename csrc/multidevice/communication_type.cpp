@@ -19,8 +19,7 @@ std::string describe(const DeviceSharding& s) {
       return "replicated";
     case Kind::kSharded:
       return "sharded on axis " + std::to_string(s.axis) +
-             (s.layout != 0 ? " (layout " + std::to_string(s.layout) + ")"
-                            : "");
+             (s.above.empty() ? "" : " " + s.above);
     case Kind::kPartial:
       return "partial";
   }
@@ -86,13 +85,23 @@ Resharding onOneMesh(
       local_slice = true;
     } else if (p.kind == Kind::kSharded && c.kind == Kind::kSharded) {
       if (p.axis == c.axis) {
+        auto where = [](const DeviceSharding& d) {
+          return d.above.empty() ? std::string("is the outermost split")
+                                 : "lies " + d.above;
+        };
         unsupported(
             producer,
             consumer,
-            "axis " + std::to_string(p.axis) +
-                " is cut into parts two ways "
-                "(a stream split above one device split and not the other); "
-                "split both alike");
+            detail::concat(
+                "axis ",
+                p.axis,
+                " is cut into parts two ways: its ",
+                parallelTypeName(pt),
+                " split ",
+                where(p),
+                " in the producer and ",
+                where(c),
+                " in the consumer; split both alike"));
       }
       Resharding r = collective(CommunicationType::AllToAll, pt, p.axis);
       r.out_axis = c.axis;
@@ -305,6 +314,23 @@ int64_t layoutOf(const ParallelAxis& pa) {
   return layout;
 }
 
+// "below a stream split into 3 and a split into 2": the splits above the
+// device split of `pa`, outermost first; empty when there are none.
+std::string aboveOf(const ParallelAxis& pa) {
+  std::string s;
+  for (const IterDomain* above : pa.above) {
+    const ParallelType pt = above->parallelType();
+    s += detail::concat(
+        s.empty() ? "below " : " and ",
+        pt == ParallelType::Serial
+            ? std::string("a split")
+            : detail::concat("a ", parallelTypeName(pt), " split"),
+        " into ",
+        above->extent()->toString());
+  }
+  return s;
+}
+
 } // namespace
 
 ShardingState producerState(const TensorOp* op) {
@@ -327,12 +353,13 @@ ShardingState producerState(const TensorOp* op) {
         " maps to no axis of ",
         consumer->toString());
     if (mapped->isReduction()) {
-      state.types[pt] = {Kind::kPartial};
+      state.types[pt] = {Kind::kPartial, -1, 0, ""};
     } else {
       state.types[pt] = {
           Kind::kSharded,
           positionOf(consumer->maybeRoot(), mapped),
-          layoutOf(pa)};
+          layoutOf(pa),
+          aboveOf(pa)};
     }
   }
   return state;
@@ -350,7 +377,8 @@ ShardingState consumerState(const TensorOp* op) {
     state.types[pt] = {
         Kind::kSharded,
         positionOf(consumer->maybeRoot(), pa.source),
-        layoutOf(pa)};
+        layoutOf(pa),
+        aboveOf(pa)};
   }
   return state;
 }

@@ -45,12 +45,17 @@ struct DeviceSharding {
   // kSharded: the position of the sharded axis, counted among the
   // consumer's non-reduction logical axes.
   int64_t axis = -1;
-  // kSharded: tells apart two ways of cutting one axis (a stream split
-  // above the device split changes which elements a device holds); equal
-  // numbers mean equal layouts.
+  // kSharded: tells apart two ways of cutting one axis (a split above the
+  // device split, into stream chunks or plain parts, changes which elements
+  // a device holds); equal numbers mean equal layouts.
   int64_t layout = 0;
+  // kSharded: the splits above the device split, as errors name them
+  // ("below a stream split into 3"); empty when it is the outermost.
+  std::string above;
 
-  bool operator==(const DeviceSharding&) const = default;
+  bool operator==(const DeviceSharding& other) const {
+    return kind == other.kind && axis == other.axis && layout == other.layout;
+  }
 };
 
 // A tensor's mesh and its sharding per device parallel type; a type that is

@@ -97,6 +97,25 @@ def test_matmul_of_integers_on_cuda_is_a_type_error():
         run1(lambda fd, ta, tb: fd.ops.matmul(ta, tb), a, a.t())
 
 
+def test_a_stream_split_of_the_axis_a_linear_reduces_is_a_value_error():
+    """The chunks of in_features would have to be added up across the
+    stream loop: the split is refused, naming the axis and the operation,
+    rather than silently run whole."""
+    from mdfuser import DataType, FusionDefinition, ParallelType
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 8], dtype=DataType.Float)
+        w = fd.define_tensor([4, 8], dtype=DataType.Float)
+        fd.add_output(fd.ops.linear(x, w))
+        x.outer_split(1, 2)
+        x.axis(1).parallelize(ParallelType.stream)
+    with pytest.raises(ValueError) as error:
+        fd.execute([torch.ones(5, 8), torch.ones(4, 8)])
+    message = str(error.value)
+    assert message.startswith("axis 1 of T0") and "is split into 2 stream chunks" in message
+    assert "no operation runs in them: linear reads it and reduces that axis" in message
+
+
 def test_linear_in_features_mismatch_is_a_value_error():
     with pytest.raises(
         ValueError,

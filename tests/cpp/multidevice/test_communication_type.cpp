@@ -26,11 +26,12 @@ const DeviceMesh kMesh({0, 1});
 DeviceSharding replicated() {
   return {};
 }
-DeviceSharding sharded(int64_t axis, int64_t layout = 0) {
-  return {Kind::kSharded, axis, layout};
+DeviceSharding sharded(
+    int64_t axis, int64_t layout = 0, std::string above = "") {
+  return {Kind::kSharded, axis, layout, std::move(above)};
 }
 DeviceSharding partial() {
-  return {Kind::kPartial};
+  return {Kind::kPartial, -1, 0, ""};
 }
 
 ShardingState state(const DeviceMesh& mesh, DeviceSharding x) {
@@ -86,12 +87,20 @@ TEST(ChooseResharding, ReplicatedToShardedTakesALocalPart) {
   EXPECT_EQ(r.kind, Resharding::Kind::kLocal);
 }
 
-TEST(ChooseResharding, OneAxisCutTwoWaysIsAUserError) {
+TEST(ChooseResharding, OneAxisCutTwoWaysIsAUserErrorNamingTheCuts) {
   EXPECT_VALUE_ERROR(
       chooseResharding(
-          state(kMesh, sharded(0, /*layout=*/3)),
+          state(kMesh, sharded(0, 3, "below a stream split into 3")),
           state(kMesh, sharded(0, /*layout=*/0))),
-      "axis 0 is cut into parts two ways");
+      "axis 0 is cut into parts two ways: its mesh_x split lies below a "
+      "stream split into 3 in the producer and is the outermost split in "
+      "the consumer; split both alike");
+  EXPECT_VALUE_ERROR(
+      chooseResharding(
+          state(kMesh, sharded(0, /*layout=*/0)),
+          state(kMesh, sharded(0, 2, "below a split into 2"))),
+      "its mesh_x split is the outermost split in the producer and lies "
+      "below a split into 2 in the consumer");
 }
 
 TEST(ChooseResharding, OnlyOneDeviceParallelTypeMayChange) {

@@ -180,3 +180,34 @@ def test_jagged_shards_are_refused(multidevice_test):
         ValueError, match=r"axis 0 has local size 3; sharded across \d+ devices on mesh_x"
     ):
         fd.execute([torch.zeros(3, 3, device=test.device)])
+
+
+@pytest.mark.parametrize("above", ["stream", "plain"])
+def test_an_axis_cut_two_ways_names_each_cut(multidevice_test, above):
+    """x's rows are split into 3, then across the devices; y's across the
+    devices alone: the devices would hold other rows of each. The error
+    names the split above the device split, a stream split or a plain one
+    as it is, before any communication."""
+    test = multidevice_test
+    d = test.size
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([6 * d, 4], dtype=test.mdfuser_dtype)
+        y = fd.ops.set(x)
+        fd.add_output(y)
+        for tv in (x, y):
+            tv.set_device_mesh(mesh_of(range(d)))
+        x.outer_split(0, 3)
+        if above == "stream":
+            x.axis(0).parallelize(ParallelType.stream)
+        x.outer_split(1, d)
+        x.axis(1).parallelize(ParallelType.mesh_x)
+        y.outer_split(0, d)
+        y.axis(0).parallelize(ParallelType.mesh_x)
+    kind = "a stream split" if above == "stream" else "a split"
+    with pytest.raises(ValueError) as error:
+        fd.execute([torch.zeros(6, 4, dtype=test.dtype, device=test.device)])
+    message = str(error.value)
+    assert (
+        f"axis 0 is cut into parts two ways: its mesh_x split lies below {kind} into 3 "
+        "in the producer and is the outermost split in the consumer; split both alike"
+    ) in message, message
