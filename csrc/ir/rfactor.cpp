@@ -173,12 +173,14 @@ TensorView* rFactor(
     }
   }
 
-  const OpType reduction =
-      dynamic_cast<ReductionOp*>(op) != nullptr ? op->type() : OpType::Sum;
+  const auto* original = dynamic_cast<ReductionOp*>(op);
+  const OpType reduction = original != nullptr ? op->type() : OpType::Sum;
+  const bool empty_is_identity =
+      original != nullptr && original->emptyIsIdentity();
   op->unregisterAsDefinition();
   op->withTensors({partial}, op->tensorInputs())->registerAsDefinition();
   out->setDomains({}, std::move(out_logical), std::move(out_loop));
-  container->create<ReductionOp>(reduction, out, partial)
+  container->create<ReductionOp>(reduction, out, partial, empty_is_identity)
       ->registerAsDefinition();
   return partial;
 }

@@ -5,6 +5,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "ir/errors.h"
+#include "ir/ops.h"
 #include "multidevice/sharding.h"
 #include "runtime/communicator.h"
 #include "runtime/tensor_types.h"
@@ -175,6 +176,37 @@ AxisDevices devicesOn(const TensorView* tv, const IterDomain* axis) {
 
 } // namespace
 
+namespace {
+
+// A max or min over an axis of extent 0 has no value; torch refuses it,
+// and so does mdfuser, naming the axis (unless the operation gives the
+// identity there, ReductionOp::emptyIsIdentity).
+void checkNoEmptyMaxima(const Fusion& fusion, const ScalarEvaluator& extents) {
+  for (const TensorOp* op : fusion.exprs()) {
+    const auto* reduction = dynamic_cast<const ReductionOp*>(op);
+    if (reduction == nullptr || op->type() == OpType::Sum ||
+        reduction->emptyIsIdentity()) {
+      continue;
+    }
+    const std::vector<IterDomain*> axes =
+        reduction->in()->logicalNoReductions();
+    for (int64_t d : reduction->reducedDims()) {
+      MDF_USER_CHECK(
+          extents.evaluate(axes.at(d)->extent()) != 0,
+          op->opName(),
+          " over an empty axis: axis ",
+          d,
+          " of ",
+          reduction->in()->toString(),
+          " has extent 0, and the ",
+          op->type() == OpType::Max ? "maximum" : "minimum",
+          " of no values is undefined (torch refuses it too)");
+    }
+  }
+}
+
+} // namespace
+
 ScalarEvaluator bindInputs(
     const Fusion& fusion,
     const std::vector<at::Tensor>& inputs,
@@ -302,6 +334,7 @@ ScalarEvaluator bindInputs(
         break;
     }
   }
+  checkNoEmptyMaxima(fusion, extents);
   return extents;
 }
 

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <numeric>
 
 #include <ATen/Context.h>
+#include <ATen/Dispatch.h>
 #include <ATen/core/Generator.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_backward.h>
@@ -311,11 +314,40 @@ void reduction(KernelCall& call) {
       at::sum_out(out, in, dims, false, out.scalar_type());
       return;
     case OpType::Max:
-      at::amax_out(out, in, dims, false);
+    case OpType::Min: {
+      const bool max = call.op.type() == OpType::Max;
+      if (out.numel() == 0) {
+        // Nothing to write (ATen refuses an empty reduced axis even then).
+        return;
+      }
+      if (in.numel() == 0) {
+        // Over an empty axis: the identity, where the op says so (input
+        // binding refuses the others, as torch does).
+        MDF_CHECK(
+            static_cast<const ReductionOp&>(call.op).emptyIsIdentity(),
+            call.op.opName(),
+            " over an empty axis reached its kernel");
+        if (at::isFloatingType(out.scalar_type())) {
+          out.fill_(
+              max ? -std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::infinity());
+        } else {
+          AT_DISPATCH_INTEGRAL_TYPES_AND(
+              at::kBool, out.scalar_type(), "empty_identity", [&] {
+                out.fill_(
+                    max ? std::numeric_limits<scalar_t>::lowest()
+                        : std::numeric_limits<scalar_t>::max());
+              });
+        }
+        return;
+      }
+      if (max) {
+        at::amax_out(out, in, dims, false);
+      } else {
+        at::amin_out(out, in, dims, false);
+      }
       return;
-    case OpType::Min:
-      at::amin_out(out, in, dims, false);
-      return;
+    }
     default:
       MDF_UNREACHABLE("not a reduction: ", call.op.opName());
   }
@@ -428,7 +460,9 @@ void linearKernel(KernelCall& call) {
   // batched matmul and then add the bias in a separate pass over the
   // output; addmm with a 1-D bias takes cuBLASLt's bias epilogue.
   const int64_t n = weight.size(0);
-  const int64_t m = n == 0 ? 0 : written.numel() / n;
+  // The rows, from the input's leading axes (either extent may be 0).
+  const int64_t m = std::accumulate(
+      shape.begin(), shape.end() - 1, int64_t{1}, std::multiplies<>());
   at::Tensor result = viewAs(written, {m, n});
   const at::Tensor a = reshapedAs(in, {m, in.size(-1)});
   if (op.bias() == nullptr) {

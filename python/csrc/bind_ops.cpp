@@ -469,20 +469,23 @@ void bindOps(py::module_& m) {
             const py::handle& x,
             const py::handle& dims,
             bool keepdim,
-            DataType dtype) {
+            DataType dtype,
+            bool empty_is_identity) {
           return reduce(
               type,
               toTensor(fusion, x, name, 0),
               dims.is_none() ? std::vector<int64_t>{}
                              : toInts(dims, name + ": dims"),
               keepdim,
-              dtype);
+              dtype,
+              empty_is_identity);
         },
         py::arg("fusion"),
         py::arg("x"),
         py::arg("dims"),
         py::arg("keepdim"),
         py::arg("dtype"),
+        py::arg("empty_is_identity") = false,
         kRef);
   }
   m.def(

@@ -7,6 +7,7 @@ the sums they take become local sums and an allreduce.
 
 from __future__ import annotations
 
+from mdfuser import _C
 from mdfuser._C import DataType, TensorView
 
 _FLOATING = (DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16)
@@ -41,7 +42,10 @@ def softmax(ops, x: TensorView, dim: int) -> TensorView:
         )
     io_dtype = x.dtype()
     xf = ops.cast(x, _compute_dtype(io_dtype)) if _compute_dtype(io_dtype) != io_dtype else x
-    shifted = ops.sub(xf, ops.max(xf, [dim], keepdim=True))
+    # The shift for a stable exp; over an empty axis it is -inf, which no
+    # value reads (torch's softmax of an empty axis is empty).
+    shift = _C.ops._max(ops._fusion, xf, [dim], True, DataType.Null, True)
+    shifted = ops.sub(xf, shift)
     e = ops.exp(shifted)
     y = ops.div(e, ops.sum(e, [dim], keepdim=True))
     return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y

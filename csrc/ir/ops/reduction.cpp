@@ -26,16 +26,24 @@ std::vector<int64_t> reductionAxesOf(const TensorView* out) {
 } // namespace
 
 ReductionOp::ReductionOp(
-    IrContainer* container, OpType type, TensorView* out, TensorView* in)
-    : ReductionOp(container, type, out, in, reductionAxesOf(out)) {}
+    IrContainer* container,
+    OpType type,
+    TensorView* out,
+    TensorView* in,
+    bool empty_is_identity)
+    : ReductionOp(
+          container, type, out, in, reductionAxesOf(out), empty_is_identity) {}
 
 ReductionOp::ReductionOp(
     IrContainer* container,
     OpType type,
     TensorView* out,
     TensorView* in,
-    std::vector<int64_t> reduced)
-    : TensorOp(container, type, {in}, {out}), reduced_(std::move(reduced)) {
+    std::vector<int64_t> reduced,
+    bool empty_is_identity)
+    : TensorOp(container, type, {in}, {out}),
+      reduced_(std::move(reduced)),
+      empty_is_identity_(empty_is_identity) {
   MDF_CHECK(
       opInfo(type).family == OpFamily::kReduction,
       mdfuser::opName(type),
@@ -62,7 +70,8 @@ TensorOp* ReductionOp::recreate(
       type(),
       static_cast<TensorView*>(outputs[0]),
       static_cast<TensorView*>(inputs[0]),
-      reduced_);
+      reduced_,
+      empty_is_identity_);
 }
 
 std::vector<int64_t> reductionDims(
@@ -94,7 +103,8 @@ TensorView* reduce(
     TensorView* in,
     const std::vector<int64_t>& dims,
     bool keepdim,
-    DataType dtype) {
+    DataType dtype,
+    bool empty_is_identity) {
   const std::string_view name = opName(type);
   ops::requireTensor(in, name, "input");
   ops::requireSameFusion({in}, name);
@@ -127,7 +137,9 @@ TensorView* reduce(
         ids[i], is_reduced ? IterType::Reduction : ids[i]->iterType()));
   }
   TensorView* out = ops::newTensor(in->container(), out_ids, dtype);
-  in->container()->create<ReductionOp>(type, out, in)->registerAsDefinition();
+  in->container()
+      ->create<ReductionOp>(type, out, in, empty_is_identity)
+      ->registerAsDefinition();
   if (!keepdim) {
     return out;
   }
