@@ -310,18 +310,20 @@ std::optional<UserError> exchangeIn(
     Communicator& communicator,
     const std::vector<int64_t>& team,
     const RunFingerprint& mine,
+    uint64_t run,
     bool& read) {
-  // A rank about to raise its own error waits a little for the others to
-  // read it, not for its peers' timeout.
+  // A rank about to raise its own error waits for the others to read it
+  // (slow ones too), unless one of them says it is stuck in a collective
+  // that waits for this rank: it runs the fusion without comparing, and
+  // only this rank's failure ends its wait.
   std::optional<std::chrono::milliseconds> patience;
   if (mine.error.has_value()) {
-    patience = std::min<std::chrono::milliseconds>(
-        communicator.options().timeout, std::chrono::seconds(10));
+    patience = communicator.options().timeout;
   }
   std::optional<std::vector<std::string>> encoded;
   try {
     encoded = communicator.exchange(
-        team, mine.encode(), "the agreement check of execute", patience);
+        team, mine.encode(), "the agreement check of execute", patience, run);
   } catch (const CommunicationError& e) {
     if (!e.timedOut()) {
       throw;
@@ -354,7 +356,8 @@ std::optional<UserError> exchangeIn(
 bool agreeAcrossTeams(
     Communicator& communicator,
     const std::vector<std::vector<int64_t>>& teams,
-    const RunFingerprint& mine) {
+    const RunFingerprint& mine,
+    uint64_t run) {
   // The error this rank raises: its own, or the first team's disagreement,
   // which the teams after that one learn as this rank's error.
   std::optional<UserError> error = mine.error;
@@ -364,10 +367,10 @@ bool agreeAcrossTeams(
     if (error.has_value()) {
       RunFingerprint failed;
       failed.error = error;
-      exchangeIn(communicator, team, failed, read);
+      exchangeIn(communicator, team, failed, run, read);
       everyone_read = everyone_read && read;
     } else {
-      error = exchangeIn(communicator, team, mine, read);
+      error = exchangeIn(communicator, team, mine, run, read);
     }
   }
   if (error.has_value() && !mine.error.has_value()) {

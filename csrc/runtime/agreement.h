@@ -73,14 +73,16 @@ std::optional<UserError> disagreement(
 // Exchanges `mine` in each of `teams`, in order, and throws the first
 // disagreement, if any, having posted it as this rank's error in the teams
 // after (every rank of every team raises an error, none waits). With an
-// error in `mine`, which the caller raises, waits a little in each team for
-// the others to read it and returns whether they all did: false when an
-// exchange did not complete in time, or a member said it waits in a
-// collective instead (a run of this fusion it did not compare), whose wait
-// the caller ends by reporting its failure.
+// error in `mine`, which the caller raises, waits in each team for the
+// others to read it and returns whether they all did: false when an
+// exchange did not complete within the timeout, or sooner when a member
+// says it waits in a collective on this rank instead (a run of this fusion
+// it did not compare), whose wait the caller ends by reporting its
+// failure. `run` is the run's token (Watchdog::Entry::run).
 bool agreeAcrossTeams(
     Communicator& communicator,
     const std::vector<std::vector<int64_t>>& teams,
-    const RunFingerprint& mine);
+    const RunFingerprint& mine,
+    uint64_t run);
 
 } // namespace mdfuser

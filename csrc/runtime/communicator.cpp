@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <sstream>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -25,6 +26,31 @@
 #include "runtime/watchdog.h"
 
 namespace mdfuser {
+
+namespace {
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "stuck/<rank>": the time the rank last said it waits, the run it waits
+// in and the ranks it waits on. Fresh for this long after it was said
+// (said about once a second while the wait lasts).
+constexpr int64_t kStuckFreshMs = 2500;
+// How long the store's host serves its peers at exit after a failure.
+constexpr std::chrono::milliseconds kStoreGraceAfterFailure{5000};
+
+std::string stuckRecord(const std::vector<int64_t>& peers, uint64_t run) {
+  std::string record = std::to_string(nowMs()) + " " + std::to_string(run);
+  for (int64_t p : peers) {
+    record += " " + std::to_string(p);
+  }
+  return record;
+}
+
+} // namespace
 
 struct Communicator::State {
   struct Entry {
@@ -152,7 +178,8 @@ Communicator::State& Communicator::state() {
   // serializes its clients' requests).
   Watchdog::instance().setPeerCheck([store, me = rank(), known = known_](
                                         const std::vector<int64_t>& ranks,
-                                        int64_t epoch) {
+                                        int64_t epoch,
+                                        uint64_t waiting_run) {
     Watchdog::PeerNews news;
     try {
       if (std::optional<PeerFailure> exit = exitedAmong(*store, ranks, me)) {
@@ -160,13 +187,11 @@ Communicator::State& Communicator::state() {
         return news;
       }
       // Stuck for a second: said, for a rank that waits for this one
-      // to read its error (Communicator::isStuck).
-      const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch());
-      const std::string stamp = std::to_string(now.count());
+      // to read its error (Communicator::isStuckOnMe); it ages out.
+      const std::string record = stuckRecord(ranks, waiting_run);
       store->set(
           "stuck/" + std::to_string(me),
-          std::vector<uint8_t>(stamp.begin(), stamp.end()));
+          std::vector<uint8_t>(record.begin(), record.end()));
       const int64_t failures = failureCount(*store);
       if (failures <= epoch) {
         return news;
@@ -375,35 +400,52 @@ void Communicator::throwIfPeerFailed(
       CommunicationError::Cause::kPeerFailed);
 }
 
-void Communicator::noteStuck() {
+void Communicator::noteStuck(const std::vector<int64_t>& peers, uint64_t run) {
   if (size() == 1 || !state_->store || state_->shut_down) {
     return;
   }
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
-  const std::string stamp = std::to_string(now.count());
+  const std::string record = stuckRecord(peers, run);
   try {
     state_->store->set(
         "stuck/" + std::to_string(rank()),
-        std::vector<uint8_t>(stamp.begin(), stamp.end()));
+        std::vector<uint8_t>(record.begin(), record.end()));
   } catch (const std::exception&) {
   }
 }
 
-bool Communicator::isStuck(int64_t rank) {
-  const std::string key = "stuck/" + std::to_string(rank);
+void Communicator::clearStuck() {
+  if (size() == 1 || !state_->store || state_->shut_down) {
+    return;
+  }
+  try {
+    state_->store->deleteKey("stuck/" + std::to_string(rank()));
+  } catch (const std::exception&) {
+  }
+}
+
+bool Communicator::isStuckOnMe(int64_t other, uint64_t run) {
+  const std::string key = "stuck/" + std::to_string(other);
   try {
     if (!state().store->check({key})) {
       return false;
     }
     const std::vector<uint8_t> bytes = state_->store->get(key);
-    const int64_t stamp = std::stoll(std::string(bytes.begin(), bytes.end()));
-    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
-    return now.count() - stamp < 3000;
+    std::istringstream record(std::string(bytes.begin(), bytes.end()));
+    int64_t stamp = 0;
+    uint64_t stuck_run = 0;
+    record >> stamp >> stuck_run;
+    if (nowMs() - stamp > kStuckFreshMs || stuck_run != run) {
+      return false;
+    }
+    int64_t peer = 0;
+    while (record >> peer) {
+      if (peer == rank()) {
+        return true;
+      }
+    }
   } catch (const std::exception&) {
-    return false;
   }
+  return false;
 }
 
 void Communicator::recover() {
@@ -630,7 +672,8 @@ std::optional<std::vector<std::string>> Communicator::exchange(
     const std::vector<int64_t>& team,
     const std::string& value,
     const std::string& operation,
-    std::optional<std::chrono::milliseconds> patience) {
+    std::optional<std::chrono::milliseconds> patience,
+    uint64_t run) {
   MDF_CHECK(
       std::find(team.begin(), team.end(), rank()) != team.end(),
       "rank ",
@@ -669,7 +712,8 @@ std::optional<std::vector<std::string>> Communicator::exchange(
   // in a collective, which it runs instead of this exchange.
   auto absent_member_is_stuck = [&] {
     for (size_t i = 0; i < team.size(); ++i) {
-      if (team[i] != rank() && !s.store->check({keys[i]}) && isStuck(team[i])) {
+      if (team[i] != rank() && !s.store->check({keys[i]}) &&
+          isStuckOnMe(team[i], run)) {
         return true;
       }
     }
@@ -751,7 +795,21 @@ void Communicator::shutdown() {
     // others are told this rank is done, and the backends are aborted.
     everyone_arrived = false;
     try {
-      state_->store->add("shutdown", 1);
+      if (state_->hosts_store) {
+        // The peers still waiting learn of the failure from this rank's
+        // store within a second or so: it serves them a few seconds more
+        // (a peer that is gone costs that grace once), so that their
+        // errors name the failure rather than a lost store.
+        int64_t arrived = 0;
+        arriveAndWait(
+            *state_->store,
+            "shutdown",
+            size(),
+            std::min(options_.timeout, kStoreGraceAfterFailure),
+            arrived);
+      } else {
+        state_->store->add("shutdown", 1);
+      }
     } catch (const std::exception&) {
       // The store is gone too.
     }

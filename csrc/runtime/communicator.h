@@ -108,14 +108,16 @@ class Communicator {
   // the same sequence of them; `operation` names the exchange in the error
   // raised when a rank does not post within the timeout. With `patience`,
   // this rank is about to raise an error (its value, which the others read
-  // from it): it waits that long at most, less once a member that has not
-  // posted says it is stuck in a collective (isStuck), and returns nothing
-  // when the exchange did not complete.
+  // from it) in run `run`: it waits that long at most, less once a member
+  // that has not posted says it is stuck on this rank in that run (it runs
+  // it without comparing; isStuckOnMe), and returns nothing when the
+  // exchange did not complete.
   std::optional<std::vector<std::string>> exchange(
       const std::vector<int64_t>& team,
       const std::string& value,
       const std::string& operation,
-      std::optional<std::chrono::milliseconds> patience = std::nullopt);
+      std::optional<std::chrono::milliseconds> patience = std::nullopt,
+      uint64_t run = 0);
 
   // ---- Failures and recovery (doc/runtime.md#failures) ----
   //
@@ -154,13 +156,16 @@ class Communicator {
   void throwIfPeerFailed(
       const std::vector<int64_t>& team, const std::string& operation);
 
-  // While this rank waits on peers for long (a collective stuck for a
-  // second or more), it says so, about once a second: a rank whose run
-  // failed alone, and who waits for its peers to read its error, then
-  // knows they will not (they run a collective instead). Never throws.
-  void noteStuck();
-  // Whether `rank` said it is stuck in the last few seconds.
-  bool isStuck(int64_t rank);
+  // While this rank waits on `peers` for long (a collective stuck for a
+  // second or more), it says so, about once a second, and withdraws it when
+  // the wait ends (clearStuck): a rank whose run failed alone, and who
+  // waits for its peers to read its error, then knows they will not (they
+  // run a collective that waits for it instead). Never throw.
+  // `run` is the token of the run the wait belongs to (FusionExecutorCache).
+  void noteStuck(const std::vector<int64_t>& peers, uint64_t run);
+  void clearStuck();
+  // Whether `rank` says it is stuck waiting on this rank in run `run`.
+  bool isStuckOnMe(int64_t rank, uint64_t run);
 
   // Every rank of the world, together, after failures: waits until all
   // have arrived (bounded by the timeout), then every rank goes on in the

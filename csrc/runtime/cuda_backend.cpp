@@ -230,7 +230,8 @@ PendingCollective CudaBackend::permute(
     const at::Tensor& out,
     const at::Tensor& landing,
     int64_t channel,
-    std::shared_ptr<const std::string> what) {
+    std::shared_ptr<const std::string> what,
+    uint64_t run) {
   MDF_CHECK(
       channel >= 0 && channel < kChannels,
       *what,
@@ -316,6 +317,7 @@ PendingCollective CudaBackend::permute(
   entry.device = device_.index();
   entry.peers = {members[next], members[previous]};
   entry.epoch = buffers_.epoch();
+  entry.run = run;
   entry.release = releaser();
   Watchdog::instance().watch(std::move(entry));
   return pending;
@@ -390,7 +392,8 @@ PendingCollective CudaBackend::permute(
     const at::Tensor&,
     const at::Tensor&,
     int64_t,
-    std::shared_ptr<const std::string>) {
+    std::shared_ptr<const std::string>,
+    uint64_t) {
   MDF_UNREACHABLE();
 }
 

@@ -71,7 +71,8 @@ class CudaBackend {
       const at::Tensor& out,
       const at::Tensor& landing,
       int64_t channel,
-      std::shared_ptr<const std::string> what);
+      std::shared_ptr<const std::string> what,
+      uint64_t run);
 
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;

@@ -168,6 +168,7 @@ ProgramGraphs::~ProgramGraphs() = default;
 std::vector<at::Tensor> ProgramGraphs::run(
     const std::vector<at::Tensor>& inputs,
     const std::vector<c10::Scalar>& values,
+    uint64_t run,
     const Run& statements) {
   c10::cuda::CUDAGuard guard(device_);
   if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream())) {
@@ -200,11 +201,11 @@ std::vector<at::Tensor> ProgramGraphs::run(
   if (!set.outputs_alias_inputs) {
     for (const std::unique_ptr<Graph>& graph : set.graphs) {
       if (graph->outputsReleased()) {
-        return replay(*graph);
+        return replay(*graph, run);
       }
     }
     if (set.graphs.size() < kGraphsPerSet) {
-      return capture(set, statements);
+      return capture(set, run, statements);
     }
   }
   ++stats_.eager;
@@ -212,7 +213,7 @@ std::vector<at::Tensor> ProgramGraphs::run(
 }
 
 std::vector<at::Tensor> ProgramGraphs::capture(
-    AddressSet& set, const Run& statements) {
+    AddressSet& set, uint64_t run, const Run& statements) {
   auto graph = std::make_unique<Graph>();
   graph->graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
   {
@@ -238,10 +239,10 @@ std::vector<at::Tensor> ProgramGraphs::capture(
   }
   ++stats_.captures;
   set.graphs.push_back(std::move(graph));
-  return replay(*set.graphs.back());
+  return replay(*set.graphs.back(), run);
 }
 
-std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
+std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph, uint64_t run) {
   graph.graph->replay();
   ++stats_.replays;
   if (communicator_ != nullptr) {
@@ -263,6 +264,7 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph) {
     // Whichever peer the graph's communications wait for.
     entry.peers = communicator_->world();
     entry.epoch = communicator_->epoch();
+    entry.run = run;
     if (cuda_ != nullptr && *cuda_ != nullptr) {
       entry.release = (*cuda_)->releaser();
     }
@@ -303,6 +305,7 @@ ProgramGraphs::~ProgramGraphs() = default;
 std::vector<at::Tensor> ProgramGraphs::run(
     const std::vector<at::Tensor>&,
     const std::vector<c10::Scalar>&,
+    uint64_t,
     const Run&) {
   MDF_UNREACHABLE();
 }

@@ -68,9 +68,11 @@ class ProgramGraphs {
   // `values` are the scalar inputs' values, which a capture bakes into its
   // kernels as it does CPU scalar tensors': graphs are kept per set of
   // addresses and values.
+  // `run` is the token of the call (Watchdog::Entry::run).
   std::vector<at::Tensor> run(
       const std::vector<at::Tensor>& inputs,
       const std::vector<c10::Scalar>& values,
+      uint64_t run,
       const Run& statements);
 
   const Stats& stats() const {
@@ -92,8 +94,9 @@ class ProgramGraphs {
   struct Graph;
   struct AddressSet;
 
-  std::vector<at::Tensor> capture(AddressSet& set, const Run& statements);
-  std::vector<at::Tensor> replay(Graph& graph);
+  std::vector<at::Tensor> capture(
+      AddressSet& set, uint64_t run, const Run& statements);
+  std::vector<at::Tensor> replay(Graph& graph, uint64_t run);
 
   c10::Device device_;
   Communicator* communicator_;

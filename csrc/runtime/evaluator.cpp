@@ -404,7 +404,8 @@ class Interpreter {
               : landing == comm->out() ? request.out
                                        : tensor(landing),
               channel_,
-              tables_.names.at(comm)));
+              tables_.names.at(comm),
+              state_.rng_base));
       return;
     }
     c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());
@@ -470,6 +471,7 @@ class Interpreter {
     entry.device = device_.is_cuda() ? device_.index() : -1;
     entry.peers = comm->team();
     entry.epoch = communicator_->epoch();
+    entry.run = state_.rng_base;
     // Abandoned (a rank failed): aborting the communicator ends the kernel
     // that waits for the peer, and the work with it.
     entry.release =
@@ -503,12 +505,23 @@ class Interpreter {
         // more, it says so (a rank that waits for it to read its error
         // then knows it will not).
         auto said_stuck = start;
+        // Withdrawn however the wait ends.
+        struct ClearStuck {
+          Communicator* communicator;
+          const std::chrono::steady_clock::time_point& said;
+          std::chrono::steady_clock::time_point start;
+          ~ClearStuck() {
+            if (said != start) {
+              communicator->clearStuck();
+            }
+          }
+        } clear_stuck{communicator_, said_stuck, start};
         pending.waitInterruptibly(
             [&] {
               communicator_->throwIfPeerFailed(comm->team(), describe(comm));
               const auto now = std::chrono::steady_clock::now();
               if (now - said_stuck >= std::chrono::seconds(1)) {
-                communicator_->noteStuck();
+                communicator_->noteStuck(comm->team(), state_.rng_base);
                 said_stuck = now;
               }
             },
@@ -708,7 +721,7 @@ std::vector<at::Tensor> HostIrEvaluator::run(
         scalarOf(Literal::as(scalars[i], scalar_inputs[i]->dtype())));
   }
   if (graphs_ != nullptr) {
-    return graphs_->run(inputs, values, [&](bool capturing) {
+    return graphs_->run(inputs, values, rng_base, [&](bool capturing) {
       return runStatements(inputs, values, extents, rng_base, capturing);
     });
   }

@@ -302,7 +302,8 @@ void FusionExecutorCache::failBeforeRun(
   if (teams.empty()) {
     return;
   }
-  if (!shareError(communicator, teams, error)) {
+  // The run this one would have been.
+  if (!shareError(communicator, teams, error, runToken(runs_))) {
     communicator.reportFailure(error.what());
   }
 }
@@ -310,12 +311,13 @@ void FusionExecutorCache::failBeforeRun(
 bool FusionExecutorCache::shareError(
     Communicator& communicator,
     const std::vector<std::vector<int64_t>>& teams,
-    const UserError& error) {
+    const UserError& error,
+    uint64_t run) {
   RunFingerprint failed;
   failed.error = error;
   try {
     communicator.join();
-    return agreeAcrossTeams(communicator, teams, failed);
+    return agreeAcrossTeams(communicator, teams, failed, run);
   } catch (const std::exception&) {
     // The store is unreachable, or a rank failed: this rank's own error
     // says more, and its failure is posted.
@@ -352,10 +354,18 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   // nn.Parameter) are read as plain tensors, and outputs require none.
   c10::AutoGradMode no_autograd(false);
   syncEpoch(communicator);
-  // Values change from run to run: checked at every one.
-  checkScalarInputs(definition_, scalars);
-  const uint64_t rng_base = definition_hash_ ^ (static_cast<uint64_t>(runs_++) *
-                                                0x9e3779b97f4a7c15ULL);
+  // Values change from run to run: checked at every one, and a bad value
+  // is shared like any error before the run (the others may compare).
+  try {
+    checkScalarInputs(definition_, scalars);
+  } catch (const UserError& e) {
+    const std::vector<std::vector<int64_t>> teams =
+        agreementTeams(definition_, communicator.rank(), communicator.size());
+    error_agreed_ =
+        teams.empty() || shareError(communicator, teams, e, runToken(runs_));
+    throw;
+  }
+  const uint64_t rng_base = runToken(runs_++);
   std::vector<int64_t> agreement = agreementSignatureOf(inputs, options);
   std::vector<int64_t> key = programKeyOf(agreement, inputs);
   auto it = programs_.find(key);
@@ -408,13 +418,16 @@ std::vector<at::Tensor> FusionExecutorCache::runChecked(
     // The others that compare raise it too instead of waiting for this
     // rank; those that do not run a collective, and learn of this rank's
     // failure (run() reports it) unless the error was shared.
-    error_agreed_ = compare && shareError(communicator, teams, e);
+    error_agreed_ = compare && shareError(communicator, teams, e, rng_base);
     throw;
   }
   if (compare) {
     try {
       agreeAcrossTeams(
-          communicator, teams, fingerprintOf(definition_, inputs, options));
+          communicator,
+          teams,
+          fingerprintOf(definition_, inputs, options),
+          rng_base);
     } catch (const UserError&) {
       // The ranks disagree: every rank of the teams raises an error.
       error_agreed_ = true;

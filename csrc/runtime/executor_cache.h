@@ -111,7 +111,16 @@ class FusionExecutorCache {
   bool shareError(
       Communicator& communicator,
       const std::vector<std::vector<int64_t>>& teams,
-      const UserError& error);
+      const UserError& error,
+      uint64_t run);
+
+  // The token of the `index`-th run of this fusion: its random operations'
+  // seed, and how waits name the run (Watchdog::Entry::run); the same on
+  // every rank that ran the fusion as often.
+  uint64_t runToken(int64_t index) const {
+    return definition_hash_ ^
+           (static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ULL);
+  }
 
   Fusion& definition_;
   // Seeds random operations without rng_seed: a hash of the definition and

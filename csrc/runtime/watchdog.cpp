@@ -161,7 +161,7 @@ void Watchdog::loop() {
       }
       if (check_peers && !entry.peers.empty() && entry.epoch >= live_epoch &&
           now - it->start >= kPeerCheckPeriod) {
-        const PeerNews news = peer_check(entry.peers, entry.epoch);
+        const PeerNews news = peer_check(entry.peers, entry.epoch, entry.run);
         if (!news.exited.empty()) {
           endProcess(entry.describe(), news.exited);
         }

@@ -35,8 +35,11 @@ class Watchdog {
     // The ranks the work waits for; if one of them exits on an error, the
     // work ends the process without waiting for the deadline (setPeerCheck).
     std::vector<int64_t> peers;
-    // The communication epoch the work was posted in (Communicator::epoch).
+    // The communication epoch the work was posted in (Communicator::epoch),
+    // and the run that posted it (the token FusionExecutorCache gives each
+    // run of a fusion, the same on every rank).
     int64_t epoch = 0;
+    uint64_t run = 0;
     // Lets abandoned work run to its end without its peers: called on the
     // watchdog's thread at every poll until `finished`, or until it returns
     // true (the work is over: an aborted NCCL communicator, whose work
@@ -54,10 +57,10 @@ class Watchdog {
     std::string exited;
     std::string failed;
   };
-  // Asked about `ranks` and `epoch`. Called on the watchdog's thread; must
-  // not throw.
-  using PeerCheck =
-      std::function<PeerNews(const std::vector<int64_t>& ranks, int64_t epoch)>;
+  // Asked about `ranks`, `epoch` and `run` of an entry waiting a second or
+  // more. Called on the watchdog's thread; must not throw.
+  using PeerCheck = std::function<PeerNews(
+      const std::vector<int64_t>& ranks, int64_t epoch, uint64_t run)>;
 
   static Watchdog& instance();
 

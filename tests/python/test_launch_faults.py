@@ -438,7 +438,10 @@ def test_a_test_that_fails_on_one_rank_leaves_the_next_test_clean(tmp_path):
     for rank, result in enumerate(results):
         assert "1 failed, 1 passed" in result.stdout, (rank, result.stdout)
         failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED ")]
-        assert len(failed) == 1 and failed[0].endswith("test_child.py::test_first"), (
+        # (A wide terminal appends " - <message>" to the summary line.)
+        assert len(failed) == 1 and failed[0].split(" - ")[0].endswith(
+            "test_child.py::test_first"
+        ), (
             rank,
             result.stdout,
         )

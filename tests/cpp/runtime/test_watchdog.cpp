@@ -26,7 +26,7 @@ Watchdog::Entry entry(
 
 // A check that says rank 1 exited with `message`, whenever asked about it.
 Watchdog::PeerCheck rankOneExited(std::string message) {
-  return [message](const std::vector<int64_t>& ranks, int64_t) {
+  return [message](const std::vector<int64_t>& ranks, int64_t, uint64_t) {
     Watchdog::PeerNews news;
     if (std::find(ranks.begin(), ranks.end(), 1) != ranks.end()) {
       news.exited = message;
@@ -38,7 +38,7 @@ Watchdog::PeerCheck rankOneExited(std::string message) {
 // A check that says rank 1 failed in `epoch`, whenever asked about that
 // epoch.
 Watchdog::PeerCheck rankOneFailedIn(int64_t epoch) {
-  return [epoch](const std::vector<int64_t>&, int64_t asked) {
+  return [epoch](const std::vector<int64_t>&, int64_t asked, uint64_t) {
     Watchdog::PeerNews news;
     if (asked == epoch) {
       news.failed = "rank 1 failed: RuntimeError: gave up";

@@ -4,6 +4,7 @@ process of the job: each rank passes the values with its local shards."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from helpers import schedule_row_parallel
 
@@ -75,3 +76,22 @@ def test_a_sharded_random_tensor_seeded_at_execute_is_each_ranks_part(multidevic
         # Without tensor inputs both run on the CPU.
         expected = test.shard(whole, given.output_tensors()[0]).cpu()
         assert torch.equal(part.cpu(), expected), (seed, offset)
+
+
+def test_a_bad_value_on_every_rank_is_an_error_not_a_failure(multidevice_test):
+    """Every rank passes a float for the Int scalar: each raises the
+    TypeError, having shared it with the others (none waits for another
+    in a collective), so the communication goes on without recovering."""
+    test = multidevice_test
+    d, h = test.size, 8
+    fd = scaled_row_parallel_linear(d, 2, h)
+    _, inp_tv, w_tv, _ = fd.fusion.inputs()
+    inp = torch.ones(4, 4 * h, dtype=torch.bfloat16)
+    w = torch.ones(h, 4 * h, dtype=torch.bfloat16)
+    shards = [test.shard(inp, inp_tv), test.shard(w, w_tv)]
+    for _ in range(2):
+        with pytest.raises(TypeError, match=r"scalar input 1 \(s\d+\) has dtype Int but got 1.5"):
+            fd.execute([1.0, shards[0], shards[1], 1.5])
+        assert not test.comm.stopped()
+    (out,) = fd.execute([1.0, shards[0], shards[1], 1])
+    assert torch.equal(out.cpu(), torch.full((4, h), 4 * h + 1, dtype=torch.bfloat16))

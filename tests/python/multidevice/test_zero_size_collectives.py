@@ -74,7 +74,7 @@ def test_collectives(multidevice_test, collective, rows, cols):
     build, full, reference = {
         "allgather": (allgather, rand(d * rows, cols), lambda x: x),
         "allreduce": (allreduce, rand(d * rows, cols), lambda x: x.sum(0)),
-        "reduce_scatter": (reduce_scatter, rand(rows, d * cols), lambda x: x.sum(0)),
+        "reduce_scatter": (reduce_scatter, rand(d * rows, d * cols), lambda x: x.sum(0)),
         "slice": (local_slice, rand(d * rows, cols), lambda x: x),
     }[collective]
     check(test, build, [full], reference)
