@@ -94,11 +94,14 @@ def device_of(comm: Communicator) -> torch.device:
     return torch.device("cpu")
 
 
-def main(h: int = 16, t: int = 8) -> None:
+def main(t: int = 8) -> None:
     init_process_group()  # torch.distributed on mdfuser's processes
     comm = Communicator.instance()
     d = comm.size()
     device = device_of(comm)
+    # h a multiple of d, so that the 4h features that w1, b1 and w2 shard
+    # split evenly across the devices (15 on 3 devices).
+    h = 16 // d * d
     mesh = init_device_mesh(device.type, (d,))
 
     full = mlp_inputs(t, h)

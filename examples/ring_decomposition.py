@@ -95,9 +95,10 @@ def main() -> None:
     if device.type == "cuda":
         ways["rings on the CUDA backend"] = {"backend": CommunicatorBackend.cuda}
 
-    # Entries in {-1, 0, 1} and k <= 256: every sum is exact in bf16, so
-    # every way must equal torch exactly.
-    s, t, k, n = 2, 4 * d, 32, 8 * d
+    # Entries in {-1, 0, 1} and k <= 256 (up to 32 devices): every sum is
+    # exact in bf16, so every way must equal torch exactly. The extents the
+    # devices split (t, k and n) are multiples of d.
+    s, t, k, n = 2, 4 * d, 8 * d, 8 * d
     g = torch.Generator().manual_seed(0)
     x = torch.randint(-1, 2, (t, k), generator=g).to(torch.bfloat16)
     w = torch.randint(-1, 2, (n, k), generator=g).to(torch.bfloat16)

@@ -42,7 +42,12 @@ def define(d: int, s: int, h: int) -> FusionDefinition:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=64, help="h")
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        help="h, whose 4h must split evenly over the processes (default: the largest "
+        "multiple of the processes up to 64, e.g. 63 on 3)",
+    )
     parser.add_argument("--tokens", type=int, default=96, help="t")
     parser.add_argument("--chunks", type=int, default=3, help="s, stream chunks")
     parser.add_argument(
@@ -71,13 +76,14 @@ def main() -> None:
 
     if rank == 0 and "NVFUSER_DUMP" not in os.environ and "MDFUSER_DUMP" not in os.environ:
         print("Set NVFUSER_DUMP=host_ir to print the host program at compile time.")
-    fd = define(d, args.chunks, args.hidden)
+    h = args.hidden if args.hidden is not None else 64 // d * d
+    fd = define(d, args.chunks, h)
 
     # Entries in {-1, 0, 1}: while 4h <= 256, every partial and full sum is an
     # integer bf16 holds exactly, so the result must equal torch's exactly.
     # Larger sizes are checked to bf16 accuracy.
     torch.manual_seed(0)
-    h, t = args.hidden, args.tokens
+    t = args.tokens
     inp = torch.randint(-1, 2, (t, 4 * h), dtype=torch.bfloat16)
     w = torch.randint(-1, 2, (h, 4 * h), dtype=torch.bfloat16)
     inp_tv, w_tv = fd.fusion.inputs()

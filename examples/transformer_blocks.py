@@ -44,10 +44,10 @@ class Mlp:
 
 
 def _tokens(tv, mesh: DeviceMesh, d: int, streams: int, sharded: bool) -> None:
-    """Splits the tokens axis (0) of `tv`: into stream chunks, then, for SP,
-    each chunk across the devices."""
+    """Splits the tokens axis (0) of `tv`: into stream chunks (None: as many
+    as mdfuser chooses), then, for SP, each chunk across the devices."""
     axis = 0
-    if streams > 1:
+    if streams is None or streams > 1:
         tv.outer_split(0, streams)
         tv.axis(0).parallelize(ParallelType.stream)
         axis = 1
@@ -202,8 +202,9 @@ def _shard_sequence(tv, d: int) -> None:
 
 def _batch_streams(tv, streams: int) -> None:
     """Splits the batch axis (1) into stream chunks: attention is
-    independent across the batch, so each chunk can run the whole block."""
-    if streams > 1:
+    independent across the batch, so each chunk can run the whole block
+    (None: as many chunks as mdfuser chooses)."""
+    if streams is None or streams > 1:
         tv.outer_split(1, streams)
         tv.axis(1).parallelize(ParallelType.stream)
 
@@ -401,7 +402,9 @@ def main() -> None:
     device = torch.device("cpu")
     if torch.cuda.is_available() and torch.cuda.device_count() >= comm.local_size():
         device = torch.device("cuda", comm.local_rank())
-    h, t = 64, 64 * d
+    # h a multiple of d, so that the MLP's 4h features split evenly
+    # across the devices (63 on 3 devices).
+    h, t = 64 // d * d, 64 * d
     torch.manual_seed(0)
     full = dict(
         x=torch.randn(t, h),

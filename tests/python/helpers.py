@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
@@ -42,6 +43,16 @@ def row_parallel_linear(
         fd.add_output(out)
         schedule_row_parallel(inp, w, d, s)
     return fd
+
+
+def row_parallel_hidden_near(h: int, d: int) -> int:
+    """A hidden size for the row-parallel linear on d devices: the largest
+    h' <= h whose in_features 4h' split evenly over them (h itself on 1, 2
+    or 4 devices; 6 for h = 8 on 3), or the smallest such h' where h is
+    below it. Not above h where it can be, so that sums that are exact for
+    h stay exact."""
+    step = d // math.gcd(4, d)
+    return max(step, h // step * step)
 
 
 def schedule_row_parallel(inp, w, d: int, s: int) -> None:

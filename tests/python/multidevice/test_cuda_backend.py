@@ -16,7 +16,7 @@ import re
 
 import pytest
 import torch
-from helpers import row_parallel_linear
+from helpers import row_parallel_hidden_near, row_parallel_linear
 from ring_helpers import (
     allgather_linear,
     batched_allgather_linear,
@@ -24,6 +24,7 @@ from ring_helpers import (
     integers,
     linear_reduce_scatter,
     ring_pair,
+    row_parallel_hidden,
     torch_linear,
 )
 
@@ -93,7 +94,8 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
 def test_linear_allreduce(multidevice_test, s, t):
     test = multidevice_test
     needs_gpus(test)
-    d, h = test.size, 4
+    d = test.size
+    h = row_parallel_hidden(d)
     fd = row_parallel_linear(d, s, h)
     full = global_inputs(t, 4 * h, h, seed=300 + 10 * s + t)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
@@ -132,10 +134,11 @@ def test_steady_state_repeats_bit_identically_without_host_syncs(multidevice_tes
     test = multidevice_test
     needs_gpus(test)
     d = test.size
-    fd = row_parallel_linear(d, 2, 64)
+    h = row_parallel_hidden_near(64, d)
+    fd = row_parallel_linear(d, 2, h)
     g = torch.Generator().manual_seed(7)
-    x = torch.randn(96, 256, generator=g).to(torch.bfloat16)
-    w = torch.randn(64, 256, generator=g).to(torch.bfloat16)
+    x = torch.randn(96, 4 * h, generator=g).to(torch.bfloat16)
+    w = torch.randn(h, 4 * h, generator=g).to(torch.bfloat16)
     args = [test.shard(t, tv) for t, tv in zip((x, w), fd.fusion.inputs())]
     other = [args[0].neg(), args[1]]
     (first,) = fd.execute(args, backend=CUDA)
@@ -165,8 +168,9 @@ def test_a_rank_that_alone_passes_other_strides_runs_with_its_peers(multidevice_
     test = multidevice_test
     needs_gpus(test)
     d = test.size
-    fd = row_parallel_linear(d, 2, 4)
-    full = global_inputs(8, 16, 4, seed=13)
+    h = row_parallel_hidden(d)
+    fd = row_parallel_linear(d, 2, h)
+    full = global_inputs(8, 4 * h, h, seed=13)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (first,) = fd.execute(args, backend=CUDA)
     if test.rank == d - 1:
@@ -185,8 +189,9 @@ def test_cuda_and_nccl_programs_are_compiled_apart(multidevice_test):
     if test.comm.local_size() > torch.cuda.device_count():
         pytest.skip("NCCL needs a GPU per process")
     d = test.size
-    fd = row_parallel_linear(d, 1, 4)
-    full = global_inputs(8, 16, 4, seed=9)
+    h = row_parallel_hidden(d)
+    fd = row_parallel_linear(d, 1, h)
+    full = global_inputs(8, 4 * h, h, seed=9)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (nccl,) = fd.execute(args, backend=CommunicatorBackend.nccl)
     (cuda,) = fd.execute(args, backend=CUDA)
@@ -201,8 +206,9 @@ def test_the_default_where_the_gpus_map_each_other_is_the_cuda_backend(multidevi
     needs_gpus(test)
     if test.size == 1 or test.comm.local_size() != test.size:
         pytest.skip("needs two processes or more on one host")
-    fd = row_parallel_linear(test.size, 1, 4)
-    full = global_inputs(8, 16, 4, seed=11)
+    h = row_parallel_hidden(test.size)
+    fd = row_parallel_linear(test.size, 1, h)
+    full = global_inputs(8, 4 * h, h, seed=11)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (default,) = fd.execute(args)
     program = fd.last_host_ir()
@@ -222,8 +228,9 @@ def test_nccl_on_shared_gpus_is_a_value_error_on_every_rank(multidevice_test):
     needs_gpus(test)
     if test.nccl_usable or test.size == 1:
         pytest.skip("needs processes sharing GPUs")
-    fd = row_parallel_linear(test.size, 1, 4)
-    full = global_inputs(8, 16, 4, seed=13)
+    h = row_parallel_hidden(test.size)
+    fd = row_parallel_linear(test.size, 1, h)
+    full = global_inputs(8, 4 * h, h, seed=13)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     with pytest.raises(ValueError) as error:
         fd.execute(args, backend=CommunicatorBackend.nccl)
@@ -239,8 +246,9 @@ def test_cpu_tensors_are_refused(multidevice_test):
     """The CUDA backend carries CUDA tensors only: a ValueError before any
     communication, on every rank alike."""
     test = multidevice_test
-    fd = row_parallel_linear(test.size, 1, 4)
-    full = global_inputs(8, 16, 4, seed=10)
+    h = row_parallel_hidden(test.size)
+    fd = row_parallel_linear(test.size, 1, h)
+    full = global_inputs(8, 4 * h, h, seed=10)
     args = [shard_tensor(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     with pytest.raises(ValueError, match="CPU tensors, which only the Gloo backend carries"):
         fd.execute(args, backend=CUDA)

@@ -4,10 +4,14 @@
 Every process builds the same global inputs, distributes them as DTensors
 and compares the DTensors the wrapper returns (their placements, and their
 full tensors) with plain torch on the global inputs. Run under
-``mpirun -np N`` (N = 1, 2, 4) or torchrun.
+``mpirun -np N`` or torchrun. The sharded extents are multiples of N:
+torch's DTensors shard unevenly, mdfuser only evenly (a test of its own
+checks that it refuses the rest).
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -27,10 +31,21 @@ def distribute(dtensor_test, full: torch.Tensor, mesh, placements) -> DTensor:
     return distribute_tensor(full.to(dtensor_test.test.device), mesh, placements)
 
 
-def define_linear(fd):
-    x = fd.define_tensor([-1, 8])
-    w = fd.define_tensor([8, 8])
-    fd.add_output(fd.ops.linear(x, w))
+def even(n: int, d: int) -> int:
+    """n where it splits evenly over d devices, else its least multiple
+    that does (8 stays 8 on 1, 2, 4 or 8 devices and becomes 24 on 3)."""
+    return math.lcm(n, d)
+
+
+def define_linear(n: int):
+    """A define_fusion of linear(x, w) for x [tokens, n] and w [n, n]."""
+
+    def define(fd):
+        x = fd.define_tensor([-1, n])
+        w = fd.define_tensor([n, n])
+        fd.add_output(fd.ops.linear(x, w))
+
+    return define
 
 
 def test_parallel_types_of_mesh_dimensions():
@@ -44,8 +59,9 @@ def test_parallel_types_of_mesh_dimensions():
 def test_column_parallel_linear_returns_the_placements_mdfuser_chose(dtensor_test):
     d = dtensor_test.test.size
     mesh = dtensor_test.mesh((d,))
-    x, w = global_tensor([4, 8], 1), global_tensor([8, 8], 2)
-    linear = FusionDefinitionWrapper(define_linear)
+    n = even(8, d)
+    x, w = global_tensor([4, n], 1), global_tensor([n, n], 2)
+    linear = FusionDefinitionWrapper(define_linear(n))
     (y,) = linear(
         [
             distribute(dtensor_test, x, mesh, [Replicate()]),
@@ -55,16 +71,17 @@ def test_column_parallel_linear_returns_the_placements_mdfuser_chose(dtensor_tes
     assert isinstance(y, DTensor)
     assert y.device_mesh == mesh
     assert y.placements == (Shard(1),)
-    assert y.shape == (4, 8)
-    assert y.to_local().shape == (4, 8 // d)
+    assert y.shape == (4, n)
+    assert y.to_local().shape == (4, n // d)
     torch.testing.assert_close(y.full_tensor().cpu(), x @ w.T)
 
 
 def test_output_placements_are_honoured(dtensor_test):
     d = dtensor_test.test.size
     mesh = dtensor_test.mesh((d,))
-    x, w = global_tensor([4 * d, 8], 3), global_tensor([8, 8], 4)
-    linear = FusionDefinitionWrapper(define_linear)
+    n = even(8, d)
+    x, w = global_tensor([4 * d, n], 3), global_tensor([n, n], 4)
+    linear = FusionDefinitionWrapper(define_linear(n))
     inputs = [
         distribute(dtensor_test, x, mesh, [Replicate()]),
         distribute(dtensor_test, w, mesh, [Shard(0)]),
@@ -79,21 +96,23 @@ def test_a_partial_sum_input_is_summed_across_its_mesh_dimension(dtensor_test):
     """Each rank holds a contribution; the fusion sees their sum."""
     test = dtensor_test.test
     mesh = dtensor_test.mesh((test.size,))
-    contribution = global_tensor([4, 8], 10 + test.rank).to(test.device)
+    n = even(8, test.size)
+    contribution = global_tensor([4, n], 10 + test.rank).to(test.device)
     x = DTensor.from_local(contribution, mesh, [Partial("sum")])
-    w = global_tensor([8, 8], 5)
-    linear = FusionDefinitionWrapper(define_linear)
+    w = global_tensor([n, n], 5)
+    linear = FusionDefinitionWrapper(define_linear(n))
     (y,) = linear([x, distribute(dtensor_test, w, mesh, [Shard(0)])])
     assert y.placements == (Shard(1),)
-    expected = sum(global_tensor([4, 8], 10 + r) for r in range(test.size)) @ w.T
+    expected = sum(global_tensor([4, n], 10 + r) for r in range(test.size)) @ w.T
     torch.testing.assert_close(y.full_tensor().cpu(), expected)
 
 
 def test_same_placements_reuse_the_program_other_placements_recompile(dtensor_test):
     d = dtensor_test.test.size
     mesh = dtensor_test.mesh((d,))
-    x, w = global_tensor([4, 8], 6), global_tensor([8, 8], 7)
-    linear = FusionDefinitionWrapper(define_linear)
+    n = even(8, d)
+    x, w = global_tensor([4, n], 6), global_tensor([n, n], 7)
+    linear = FusionDefinitionWrapper(define_linear(n))
     column = [
         distribute(dtensor_test, x, mesh, [Replicate()]),
         distribute(dtensor_test, w, mesh, [Shard(0)]),
@@ -115,7 +134,7 @@ def test_same_placements_reuse_the_program_other_placements_recompile(dtensor_te
     linear(row)
     assert (linear.num_definitions, linear.num_programs) == (2, 2)
     # Another global shape is another key too.
-    x2 = global_tensor([8, 8], 8)
+    x2 = global_tensor([8, n], 8)
     (y,) = linear([distribute(dtensor_test, x2, mesh, [Replicate()]), column[1]])
     assert (linear.num_definitions, linear.num_programs) == (3, 3)
     torch.testing.assert_close(y.full_tensor().cpu(), x2 @ w.T)
@@ -124,13 +143,17 @@ def test_same_placements_reuse_the_program_other_placements_recompile(dtensor_te
 def test_a_2d_mesh_maps_mesh_y_and_mesh_x(dtensor_test):
     """On an init_device_mesh of (dp, tp): tokens on mesh_y (dimension 0),
     the weight's rows on mesh_x (dimension 1); the output is sharded on
-    both."""
+    both. Both ways round, of the world's least factor beyond 1 and the
+    rest: (2, 1) and (1, 2) on 2 processes, (3, 1) and (1, 3) on 3."""
     test = dtensor_test.test
     test.require(2)
-    for shape in {(2, test.size // 2), (test.size // 2, 2)}:
+    d = test.size
+    least = next(f for f in range(2, d + 1) if d % f == 0)
+    tokens, n = even(4, d), even(8, d)
+    for shape in {(least, d // least), (d // least, least)}:
         mesh = dtensor_test.mesh(shape)
-        x, w = global_tensor([4, 8], 11), global_tensor([8, 8], 12)
-        linear = FusionDefinitionWrapper(define_linear)
+        x, w = global_tensor([tokens, n], 11), global_tensor([n, n], 12)
+        linear = FusionDefinitionWrapper(define_linear(n))
         (y,) = linear(
             [
                 distribute(dtensor_test, x, mesh, [Shard(0), Replicate()]),
@@ -170,10 +193,11 @@ def test_two_mesh_dimensions_on_one_tensor_dimension(dtensor_test):
 def test_bad_inputs_are_refused_before_anything_runs(dtensor_test):
     test = dtensor_test.test
     mesh = dtensor_test.mesh((test.size,))
-    x, w = global_tensor([4, 8], 1), global_tensor([8, 8], 2)
+    n = even(8, test.size)
+    x, w = global_tensor([4, n], 1), global_tensor([n, n], 2)
     xd = distribute(dtensor_test, x, mesh, [Replicate()])
     wd = distribute(dtensor_test, w, mesh, [Shard(0)])
-    linear = FusionDefinitionWrapper(define_linear)
+    linear = FusionDefinitionWrapper(define_linear(n))
     with pytest.raises(ValueError, match=r"input 1 is a Tensor, not a DTensor"):
         linear([xd, w.to(test.device)])
     with pytest.raises(
@@ -183,8 +207,10 @@ def test_bad_inputs_are_refused_before_anything_runs(dtensor_test):
         linear([DTensor.from_local(x.to(test.device), mesh, [Partial("max")]), wd])
     with pytest.raises(ValueError, match=r"define_fusion defined 2 inputs but was called with 3"):
         linear([xd, wd, wd])
-    with pytest.raises(ValueError, match=r"input 1 has global shape \(8, 4\).*shape \[8, 8\]"):
-        linear([xd, distribute(dtensor_test, w[:, :4], mesh, [Replicate()])])
+    with pytest.raises(
+        ValueError, match=rf"input 1 has global shape \({n}, {n // 2}\).*shape \[{n}, {n}\]"
+    ):
+        linear([xd, distribute(dtensor_test, w[:, : n // 2], mesh, [Replicate()])])
     with pytest.raises(ValueError, match=r"output_placements\[0\].*Partial"):
         linear([xd, wd], output_placements=[[Partial("sum")]])
     if test.size > 1:
@@ -202,9 +228,10 @@ def test_jagged_shards_are_refused(dtensor_test):
     test = dtensor_test.test
     test.require(2)
     mesh = dtensor_test.mesh((test.size,))
-    w = distribute(dtensor_test, global_tensor([8, 8], 2), mesh, [Shard(0)])
-    linear = FusionDefinitionWrapper(define_linear)
-    uneven = distribute(dtensor_test, global_tensor([test.size + 1, 8], 3), mesh, [Shard(0)])
+    n = even(8, test.size)
+    w = distribute(dtensor_test, global_tensor([n, n], 2), mesh, [Shard(0)])
+    linear = FusionDefinitionWrapper(define_linear(n))
+    uneven = distribute(dtensor_test, global_tensor([test.size + 1, n], 3), mesh, [Shard(0)])
     with pytest.raises(
         ValueError,
         match=rf"dimension 0 of extent {test.size + 1} does not split evenly into {test.size} "
@@ -214,17 +241,17 @@ def test_jagged_shards_are_refused(dtensor_test):
     # Local shards of 2 rows on every rank but one that claims 3.
     rows = 3 if test.rank == 0 else 2
     lying = DTensor.from_local(
-        torch.zeros(rows, 8, device=test.device),
+        torch.zeros(rows, n, device=test.device),
         mesh,
         [Shard(0)],
-        shape=torch.Size([2 * test.size, 8]),
-        stride=(8, 1),
+        shape=torch.Size([2 * test.size, n]),
+        stride=(n, 1),
     )
     if test.rank == 0:
         with pytest.raises(
             ValueError,
-            match=r"local shard has shape \(3, 8\); uniform sharding gives every device a "
-            r"shard of shape \(2, 8\)",
+            match=rf"local shard has shape \(3, {n}\); uniform sharding gives every device a "
+            rf"shard of shape \(2, {n}\)",
         ):
             linear([lying, w])
     assert linear.num_definitions == 0
@@ -236,7 +263,7 @@ def test_outputs_feed_torch_dtensor_ops_like_a_pure_dtensor_mlp(dtensor_test):
     MLP in DTensor ops."""
     test = dtensor_test.test
     mesh = dtensor_test.mesh((test.size,))
-    h = 8
+    h = even(8, test.size)
     g = torch.Generator().manual_seed(51)
     x, w1, b1 = (
         torch.randn(4, h, generator=g),
@@ -284,7 +311,7 @@ def test_a_world_numbered_otherwise_than_mdfuser_is_refused(dtensor_test, monkey
         distribute(dtensor_test, x, mesh, [Replicate()]),
         distribute(dtensor_test, w, mesh, [Replicate()]),
     ]
-    linear = FusionDefinitionWrapper(define_linear)
+    linear = FusionDefinitionWrapper(define_linear(8))
     monkeypatch.setattr(dist, "get_rank", lambda *args: test.rank + 1)
     with pytest.raises(
         ValueError,
@@ -328,15 +355,19 @@ def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test):
         execute_with_dtensors(fd, [xs])
 
 
-def define_scaled_linear(fd):
-    """linear(x * a, w) + b with a and b scalar inputs between the tensors."""
+def define_scaled_linear(n: int):
+    """A define_fusion of linear(x * a, w) + b for x [tokens, n] and
+    w [n, n], with a and b scalar inputs between the tensors."""
     from mdfuser import DataType
 
-    x = fd.define_tensor([-1, 8])
-    a = fd.define_scalar(None, dtype=DataType.Double)
-    w = fd.define_tensor([8, 8])
-    b = fd.define_scalar(None, dtype=DataType.Int)
-    fd.add_output(fd.ops.add(fd.ops.linear(fd.ops.mul(x, a), w), b))
+    def define(fd):
+        x = fd.define_tensor([-1, n])
+        a = fd.define_scalar(None, dtype=DataType.Double)
+        w = fd.define_tensor([n, n])
+        b = fd.define_scalar(None, dtype=DataType.Int)
+        fd.add_output(fd.ops.add(fd.ops.linear(fd.ops.mul(x, a), w), b))
+
+    return define
 
 
 def test_scalar_inputs_take_numbers_in_their_places(dtensor_test):
@@ -344,10 +375,11 @@ def test_scalar_inputs_take_numbers_in_their_places(dtensor_test):
     neither redefine nor recompile."""
     d = dtensor_test.test.size
     mesh = dtensor_test.mesh((d,))
-    x, w = global_tensor([2 * d, 8], 31), global_tensor([8, 8], 32)
+    n = even(8, d)
+    x, w = global_tensor([2 * d, n], 31), global_tensor([n, n], 32)
     xs = distribute(dtensor_test, x, mesh, [Shard(0)])
     ws = distribute(dtensor_test, w, mesh, [Shard(1)])
-    scaled = FusionDefinitionWrapper(define_scaled_linear)
+    scaled = FusionDefinitionWrapper(define_scaled_linear(n))
     for a, b in [(2.0, 1), (-0.5, 3)]:
         (y,) = scaled([xs, a, ws, b])
         torch.testing.assert_close(y.full_tensor().cpu(), (x * a) @ w.T + b)
@@ -394,7 +426,7 @@ def test_ranks_outside_the_dtensors_mesh_are_told_so(dtensor_test):
     mesh = TorchDeviceMesh(test.device.type, [0])
     x, w = global_tensor([4, 8], 41), global_tensor([8, 8], 42)
     inputs = [distribute(dtensor_test, t, mesh, [Replicate()]) for t in (x, w)]
-    linear = FusionDefinitionWrapper(define_linear)
+    linear = FusionDefinitionWrapper(define_linear(8))
     if test.rank == 0:
         (y,) = linear(inputs)
         torch.testing.assert_close(y.to_local().cpu(), x @ w.T)

@@ -58,7 +58,7 @@ def mesh_or_skip(test, dp: int, tp: int) -> None:
 def test_forward(multidevice_test, dp, tp):
     test = multidevice_test
     mesh_or_skip(test, dp, tp)
-    full = inputs(4 * dp, seed=21)
+    full = inputs(4 * dp, H, seed=21)
     block = scheduled(
         define_mlp_forward,
         ["x", "w1", "b1", "w2", "b2"],
@@ -84,7 +84,7 @@ def test_forward(multidevice_test, dp, tp):
 def test_backward(multidevice_test, dp, tp):
     test = multidevice_test
     mesh_or_skip(test, dp, tp)
-    full = inputs(4 * dp, seed=23)
+    full = inputs(4 * dp, H, seed=23)
     (want, _), (torch_result, pre) = test.references(backward, full)
     full["pre"] = pre.cpu()
     block = scheduled(

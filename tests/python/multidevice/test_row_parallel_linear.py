@@ -2,9 +2,10 @@
 """The row-parallel linear on every process of the job.
 
 Run with ``mpirun -np 2 pytest tests/python/multidevice`` (d = 2) or with
-one process (d = 1). CPU tensors communicate over Gloo, CUDA tensors over
-NCCL (pinned by the tests of the program's structure); the GPU-only tests
-skip without CUDA.
+one process (d = 1). Each test's hidden size h is the nearest to its
+nominal one whose 4h splits over the d devices (row_parallel_hidden_near).
+CPU tensors communicate over Gloo, CUDA tensors over NCCL (pinned by the
+tests of the program's structure); the GPU-only tests skip without CUDA.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 
 import pytest
 import torch
-from helpers import row_parallel_linear, run_python
+from helpers import row_parallel_hidden_near, row_parallel_linear, run_python
 from torch.profiler import ProfilerActivity, profile
 
 from mdfuser import DataType, FusionDefinition, ParallelType
@@ -48,6 +49,7 @@ def run(multidevice_test, fd, inp, w, **options) -> torch.Tensor:
 )
 def test_result_is_exact(multidevice_test, h, s, t):
     d = multidevice_test.size
+    h = row_parallel_hidden_near(h, d)
     fd = row_parallel_linear(d, s, h)
     inp, w = integer_inputs(t, h, seed=h * 1000 + s * 100 + t)
     out = run(multidevice_test, fd, inp, w)
@@ -58,7 +60,8 @@ def test_result_is_exact(multidevice_test, h, s, t):
 
 
 def test_runs_exactly_s_matmuls_of_the_chunk_shape(multidevice_test):
-    d, s, h, t = multidevice_test.size, 4, 16, 32
+    d, s, t = multidevice_test.size, 4, 32
+    h = row_parallel_hidden_near(16, d)
     fd = row_parallel_linear(d, s, h)
     inp, w = integer_inputs(t, h, seed=7)
     backend = multidevice_test.collective_backend
@@ -71,8 +74,9 @@ def test_runs_exactly_s_matmuls_of_the_chunk_shape(multidevice_test):
 
 def test_host_program_structure(multidevice_test):
     d, s = multidevice_test.size, 3
-    fd = row_parallel_linear(d, s, h=8)
-    inp, w = integer_inputs(12, 8, seed=3)
+    h = row_parallel_hidden_near(8, d)
+    fd = row_parallel_linear(d, s, h)
+    inp, w = integer_inputs(12, h, seed=3)
     run(multidevice_test, fd, inp, w, backend=multidevice_test.collective_backend)
     lines = [line.strip() for line in fd.last_host_ir().splitlines()]
     backend = "NCCL" if multidevice_test.device.type == "cuda" else "Gloo"
@@ -105,7 +109,8 @@ def test_host_program_structure(multidevice_test):
 def test_copy_before_the_allreduce_can_be_kept(multidevice_test):
     """With InplaceAllreduce disabled, the linear writes a temporary that is
     copied into the output chunk: the same result, through another program."""
-    d, s, h, t = multidevice_test.size, 3, 8, 13
+    d, s, t = multidevice_test.size, 3, 13
+    h = row_parallel_hidden_near(8, d)
     fd = row_parallel_linear(d, s, h)
     inp, w = integer_inputs(t, h, seed=9)
     inp_tv, w_tv = fd.fusion.inputs()
@@ -121,7 +126,8 @@ def test_copy_before_the_allreduce_can_be_kept(multidevice_test):
 def test_compute_can_stay_on_the_main_stream(multidevice_test):
     """compute_on_main_stream: GEMMs in order on the caller's stream, each
     chunk's allreduce on its worker stream. Same result, other program."""
-    d, s, h, t = multidevice_test.size, 4, 16, 30
+    d, s, t = multidevice_test.size, 4, 30
+    h = row_parallel_hidden_near(16, d)
     fd = row_parallel_linear(d, s, h)
     inp, w = integer_inputs(t, h, seed=4)
     inp_tv, w_tv = fd.fusion.inputs()
@@ -143,10 +149,12 @@ def test_compute_can_stay_on_the_main_stream(multidevice_test):
 
 
 def test_bad_input_fails_on_every_rank_before_communicating(multidevice_test):
-    fd = row_parallel_linear(multidevice_test.size, 2, h=8)
-    inp, w = integer_inputs(8, 8, seed=1)
+    d = multidevice_test.size
+    h = row_parallel_hidden_near(8, d)
+    fd = row_parallel_linear(d, 2, h)
+    inp, w = integer_inputs(8, h, seed=1)
     inp_tv, _ = fd.fusion.inputs()
-    bad_w = torch.zeros(7, 32 // multidevice_test.size, dtype=torch.bfloat16)
+    bad_w = torch.zeros(7, 4 * h // d, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"input 1 \(T1\) axis 0 has local size 7"):
         fd.execute([multidevice_test.shard(inp, inp_tv), bad_w.to(multidevice_test.device)])
     # The ranks are still in step: a correct call works afterwards.
@@ -161,15 +169,16 @@ def test_dump_is_printed_by_rank_zero_only(multidevice_test):
     base = os.environ.get("MDFUSER_PORT", os.environ.get("MASTER_PORT", "29500"))
     port = int(base) + 17
     tests_dir = os.path.dirname(os.path.dirname(__file__))
+    h = row_parallel_hidden_near(8, multidevice_test.size)
     code = f"""
 import sys, torch
 sys.path.insert(0, {tests_dir!r})
 from helpers import row_parallel_linear
 from mdfuser.multidevice import Communicator, shard_tensor
-fd = row_parallel_linear(Communicator.instance().size(), 2, 8)
+fd = row_parallel_linear(Communicator.instance().size(), 2, {h})
 inp_tv, w_tv = fd.fusion.inputs()
-inp = torch.ones(4, 32, dtype=torch.bfloat16)
-w = torch.ones(8, 32, dtype=torch.bfloat16)
+inp = torch.ones(4, {4 * h}, dtype=torch.bfloat16)
+w = torch.ones({h}, {4 * h}, dtype=torch.bfloat16)
 fd.execute([shard_tensor(inp, inp_tv), shard_tensor(w, w_tv)])
 """
     child = run_python(
@@ -193,8 +202,9 @@ fd.execute([shard_tensor(inp, inp_tv), shard_tensor(w, w_tv)])
 def test_caller_stream_is_current_again_after_execute(multidevice_test):
     if multidevice_test.device.type != "cuda":
         pytest.skip("fewer GPUs than local processes")
-    fd = row_parallel_linear(multidevice_test.size, 4, h=16)
-    inp, w = integer_inputs(64, 16, seed=5)
+    h = row_parallel_hidden_near(16, multidevice_test.size)
+    fd = row_parallel_linear(multidevice_test.size, 4, h)
+    inp, w = integer_inputs(64, h, seed=5)
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         out = run(multidevice_test, fd, inp, w)
@@ -208,8 +218,9 @@ def test_caller_stream_is_current_again_after_execute(multidevice_test):
 def test_steady_state_never_synchronizes_the_host(multidevice_test):
     if multidevice_test.device.type != "cuda":
         pytest.skip("fewer GPUs than local processes")
-    fd = row_parallel_linear(multidevice_test.size, 4, h=16)
-    inp, w = integer_inputs(64, 16, seed=5)
+    h = row_parallel_hidden_near(16, multidevice_test.size)
+    fd = row_parallel_linear(multidevice_test.size, 4, h)
+    inp, w = integer_inputs(64, h, seed=5)
     inp_tv, w_tv = fd.fusion.inputs()
     shards = [multidevice_test.shard(inp, inp_tv), multidevice_test.shard(w, w_tv)]
     fd.execute(shards)  # compiles and creates the communicators
@@ -226,7 +237,8 @@ def test_steady_state_never_synchronizes_the_host(multidevice_test):
 def test_overlapped_result_equals_one_chunk_result_on_random_inputs(multidevice_test):
     if multidevice_test.device.type != "cuda":
         pytest.skip("fewer GPUs than local processes")
-    d, h, t = multidevice_test.size, 256, 512
+    d, t = multidevice_test.size, 512
+    h = row_parallel_hidden_near(256, d)
     generator = torch.Generator().manual_seed(11)
     inp = torch.randn(t, 4 * h, generator=generator).to(torch.bfloat16)
     w = torch.randn(h, 4 * h, generator=generator).to(torch.bfloat16)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import schedule_row_parallel
+from helpers import row_parallel_hidden_near, schedule_row_parallel
 
 from mdfuser import DataType, FusionDefinition, ParallelType
 from mdfuser.multidevice import DeviceMesh
@@ -29,7 +29,8 @@ def scaled_row_parallel_linear(d: int, s: int, h: int) -> FusionDefinition:
 
 def test_sharded_fusion_takes_the_values_at_every_run(multidevice_test):
     test = multidevice_test
-    d, h, t = test.size, 8, 12
+    d, t = test.size, 12
+    h = row_parallel_hidden_near(8, d)
     fd = scaled_row_parallel_linear(d, 3, h)
     generator = torch.Generator().manual_seed(7)
     inp = torch.randint(-1, 2, (t, 4 * h), generator=generator).to(torch.bfloat16)
@@ -83,7 +84,8 @@ def test_a_bad_value_on_every_rank_is_an_error_not_a_failure(multidevice_test):
     TypeError, having shared it with the others (none waits for another
     in a collective), so the communication goes on without recovering."""
     test = multidevice_test
-    d, h = test.size, 8
+    d = test.size
+    h = row_parallel_hidden_near(8, d)
     fd = scaled_row_parallel_linear(d, 2, h)
     _, inp_tv, w_tv, _ = fd.fusion.inputs()
     inp = torch.ones(4, 4 * h, dtype=torch.bfloat16)

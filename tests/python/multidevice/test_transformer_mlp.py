@@ -2,30 +2,31 @@
 """The MLP block, tensor-parallel and sequence-parallel, forward and
 backward, against plain torch on the same global inputs.
 
-Run under ``mpirun -np N`` (N = 1, 2, 4): every process builds the same
-global inputs, passes its shards and compares its output shards.
+Run under ``mpirun -np N``: every process builds the same global inputs,
+passes its shards and compares its output shards. The hidden size h is 16
+where 4h (the features the devices split) splits over N, else the nearest
+below that does (15 on 3 processes).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from helpers import row_parallel_hidden_near
 from transformer_blocks import mlp_backward, mlp_forward, mlp_reference
 
 from mdfuser.multidevice import shard_tensor
 
-H = 16
 
-
-def inputs(t: int, seed: int) -> dict[str, torch.Tensor]:
+def inputs(t: int, h: int, seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return dict(
-        x=torch.randn(t, H, generator=g),
-        w1=torch.randn(4 * H, H, generator=g) / 4,
-        b1=torch.randn(4 * H, generator=g),
-        w2=torch.randn(H, 4 * H, generator=g) / 8,
-        b2=torch.randn(H, generator=g),
-        grad_y=torch.randn(t, H, generator=g),
+        x=torch.randn(t, h, generator=g),
+        w1=torch.randn(4 * h, h, generator=g) / 4,
+        b1=torch.randn(4 * h, generator=g),
+        w2=torch.randn(h, 4 * h, generator=g) / 8,
+        b2=torch.randn(h, generator=g),
+        grad_y=torch.randn(t, h, generator=g),
     )
 
 
@@ -63,9 +64,9 @@ def backward(x, w1, b1, w2, b2, grad_y):
 def test_forward(multidevice_test, mode, streams):
     test = multidevice_test
     d = test.size
-    t = 4 * d * streams
-    full = inputs(t, seed=7)
-    block = mlp_forward(H, d, mode, streams, test.mdfuser_dtype)
+    t, h = 4 * d * streams, row_parallel_hidden_near(16, d)
+    full = inputs(t, h, seed=7)
+    block = mlp_forward(h, d, mode, streams, test.mdfuser_dtype)
     (y,) = run(test, block, full)
     want, torch_result = test.references(forward, full)
     expect(test, block, "y", y, want, torch_result)
@@ -76,12 +77,12 @@ def test_forward(multidevice_test, mode, streams):
 def test_backward(multidevice_test, mode, streams):
     test = multidevice_test
     d = test.size
-    t = 4 * d * streams
-    full = inputs(t, seed=11)
+    t, h = 4 * d * streams, row_parallel_hidden_near(16, d)
+    full = inputs(t, h, seed=11)
     (want, _), (torch_result, pre) = test.references(backward, full)
     full["pre"] = pre.cpu()
 
-    block = mlp_backward(H, d, mode, streams, test.mdfuser_dtype)
+    block = mlp_backward(h, d, mode, streams, test.mdfuser_dtype)
     got = dict(zip(block.outputs, run(test, block, full)))
     for name in want:
         expect(test, block, name, got[name], want[name], torch_result[name])
