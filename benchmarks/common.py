@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -174,6 +175,15 @@ def backend_variants(
                     "_enable_options": ["ring_prologues_first", "cuda_graph"]
                 }
     return variants
+
+
+def chosen_chunks(fd) -> int:
+    """The stream chunk count of `fd`'s last program (the count mdfuser chose
+    for an outer_split without a factor)."""
+    counts = {int(n) for n in re.findall(r"istreamIdx\d+\{(\d+)\}", fd.last_host_ir())}
+    if len(counts) != 1:
+        raise RuntimeError(f"expected one stream chunk count in the program, found {counts}")
+    return counts.pop()
 
 
 def init_distributed(device_type: str, high_priority: bool = False) -> torch.device:

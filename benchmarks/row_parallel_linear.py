@@ -27,6 +27,7 @@ from common import (
     add_ratios,
     backend_variants,
     check,
+    chosen_chunks,
     collective_backend,
     fmt,
     init_distributed,
@@ -78,8 +79,9 @@ class Result(RunInfo):
     max_rel_err: float | None = None
 
 
-def define(d: int, s: int, h: int, dtype: DataType) -> FusionDefinition:
-    """The schedule of examples/row_parallel_linear.py: s stream chunks, 4h over d."""
+def define(d: int, s: int | None, h: int, dtype: DataType) -> FusionDefinition:
+    """The schedule of examples/row_parallel_linear.py: s stream chunks (None:
+    mdfuser chooses), 4h over d."""
     with FusionDefinition() as fd:
         inp = fd.define_tensor(shape=[-1, 4 * h], contiguity=True, dtype=dtype)
         w = fd.define_tensor(shape=[h, 4 * h], contiguity=True, dtype=dtype)
@@ -287,6 +289,12 @@ def main() -> None:
     fds = {s: define(d, s, h, md_dtype) for s in args.chunks}
     mdfuser_variants = backend_variants(cuda, d, graphs=True, prologues_first=True)
     reference, errors = run_checks(fds, inp, w, streams, rank, mdfuser_variants)
+    # The default schedule with the chunk count mdfuser chooses.
+    auto = define(d, None, h, md_dtype)
+    check(
+        "mdfuser_auto vs torch_no_overlap", max_rel_err(auto.execute([inp, w])[0], reference), rank
+    )
+    auto_s = chosen_chunks(auto)
 
     buffer = reference.clone()  # grows d-fold per allreduce; NCCL's speed doesn't care
     variants = []  # (variant, s, fn, has_gemm, has_allreduce)
@@ -304,6 +312,7 @@ def main() -> None:
         for name, kwargs in mdfuser_variants.items():
             ring = lambda fd=fd, kwargs=kwargs: fd.execute([inp, w], **kwargs)  # noqa: E731
             variants.append((name, s, ring, 1, 1))
+    variants.append(("mdfuser_auto", auto_s, lambda: auto.execute([inp, w]), 1, 1))
     variants.append(("torch_no_overlap", 1, torch_no_overlap(inp, w), 1, 1))
     variants.append(("gemm_only", 1, lambda: torch.mm(inp, w.t()), 1, 0))
     variants.append(("allreduce_only", 1, lambda: dist.all_reduce(buffer), 0, 1))

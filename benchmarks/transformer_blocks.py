@@ -34,6 +34,7 @@ from common import (
     RunInfo,
     Timer,
     backend_variants,
+    chosen_chunks,
     fmt,
     init_distributed,
     max_rel_err,
@@ -501,6 +502,7 @@ class Run:
                 expected = ref
             variants.append(("torch_streams", s, streams, (got, expected)))
 
+        self.add_auto(case, name, full, global_ref, variants)
         errors = {}
         for variant, s, _, pair in variants[1:]:
             err = max_rel_err(*pair)
@@ -535,6 +537,30 @@ class Run:
             print_results(rows, "CUDA events" if self.cuda else "time.perf_counter (CPU, Gloo)")
         if args.profile:
             self.profile(case, profiled, torch_no_overlap(fn, x_ref))
+
+    def add_auto(self, case: Case, name: str, full: dict, global_ref, variants: list) -> None:
+        """mdfuser_auto: the default schedule with the stream chunk count
+        mdfuser chooses. TP only: SP splits each chunk's tokens across the
+        devices, so the count would decide the inputs' layout."""
+        if case.mode == "sp":
+            self.log(f"skip: {name} mdfuser_auto: SP lays its tokens out by the chunk count")
+            return
+        block, error = self.attempt(
+            f"{name} mdfuser_auto", lambda: case.define(self.d, None, self.md_dtype)
+        )
+        inputs = None if error else self.shard_inputs(block, full)
+        outputs, error = (
+            (None, error)
+            if error
+            else self.attempt(f"{name} mdfuser_auto", lambda: block.fd.execute(inputs))
+        )
+        if error:
+            self.record(case, "mdfuser_auto", 0, [], error=error)
+            return
+        s = chosen_chunks(block.fd)
+        expected = shard_tensor(global_ref, block.fd.output_tensors()[0])
+        run = lambda: block.fd.execute(inputs)  # noqa: E731
+        variants.append(("mdfuser_auto", s, run, (outputs[0], expected)))
 
     def profile(self, case: Case, profiled: dict, reference_run: Callable) -> None:
         """--profile: where one mdfuser run per s spends its time, per kind

@@ -16,6 +16,13 @@ Scalar::Scalar(IrContainer* container, Role role)
   MDF_CHECK(role != Role::kConstant, "a constant needs a value");
 }
 
+void Scalar::choose(int64_t value) {
+  MDF_CHECK(role_ == Role::kChosen, toString(), " is not a count to choose");
+  MDF_CHECK(value > 0, "a chosen count must be positive, got ", value);
+  role_ = Role::kConstant;
+  value_ = value;
+}
+
 int64_t Scalar::value() const {
   MDF_CHECK(value_.has_value(), "i", name(), " is not a constant");
   return *value_;
@@ -31,6 +38,8 @@ std::string_view Scalar::counterKey() const {
       return "i";
     case Role::kDerived:
       return "derived";
+    case Role::kChosen:
+      return "auto";
   }
   MDF_UNREACHABLE();
 }
@@ -44,6 +53,8 @@ std::string Scalar::toString() const {
     case Role::kDerived:
       MDF_CHECK(definition() != nullptr, "derived scalar without definition");
       return definition()->toString();
+    case Role::kChosen:
+      return "auto";
   }
   MDF_UNREACHABLE();
 }
@@ -160,6 +171,10 @@ Scalar* constant(IrContainer* container, int64_t value) {
 
 Scalar* symbol(IrContainer* container) {
   return container->create<Scalar>(Scalar::Role::kSymbol);
+}
+
+Scalar* chosenCount(IrContainer* container) {
+  return container->create<Scalar>(Scalar::Role::kChosen);
 }
 
 namespace {

@@ -13,10 +13,13 @@ namespace mdfuser {
 //  - a constant,
 //  - a free symbol (an extent known only at run time, a loop index), printed
 //    i<name>,
-//  - the result of a ScalarOp on other scalars, printed as that expression.
+//  - the result of a ScalarOp on other scalars, printed as that expression,
+//  - a count mdfuser chooses when it compiles the fusion (the factor of an
+//    outer_split given none, the number of stream chunks), printed "auto";
+//    the compiled copy of the fusion makes it a constant (choose).
 class Scalar : public Val {
  public:
-  enum class Role { kConstant, kSymbol, kDerived };
+  enum class Role { kConstant, kSymbol, kDerived, kChosen };
 
   // A constant.
   Scalar(IrContainer* container, int64_t value);
@@ -32,6 +35,8 @@ class Scalar : public Val {
   }
   // Only for constants.
   int64_t value() const;
+  // A chosen count becomes the constant `value`.
+  void choose(int64_t value);
   std::optional<int64_t> constValue() const {
     return value_;
   }
@@ -88,6 +93,7 @@ int64_t evaluate(ScalarOpType type, int64_t lhs, int64_t rhs);
 // so extents stay readable.
 Scalar* constant(IrContainer* container, int64_t value);
 Scalar* symbol(IrContainer* container);
+Scalar* chosenCount(IrContainer* container);
 Scalar* add(Scalar* lhs, Scalar* rhs);
 Scalar* sub(Scalar* lhs, Scalar* rhs);
 Scalar* mul(Scalar* lhs, Scalar* rhs);

@@ -29,6 +29,9 @@ std::optional<int64_t> ScalarEvaluator::tryEvaluate(
       }
       return it->second;
     }
+    case Scalar::Role::kChosen:
+      // Chosen when the fusion is compiled.
+      return std::nullopt;
     case Scalar::Role::kDerived: {
       const auto* op = static_cast<const ScalarOp*>(scalar->definition());
       std::optional<int64_t> lhs = tryEvaluate(op->lhs());

@@ -136,7 +136,6 @@ void TensorView::checkMutable() const {
 
 TensorView* TensorView::split(int64_t axis, int64_t factor, bool inner_split) {
   checkMutable();
-  const int64_t pos = normalizeAxis(axis);
   MDF_USER_CHECK(
       factor > 0,
       "split factor must be positive, got ",
@@ -145,6 +144,17 @@ TensorView* TensorView::split(int64_t axis, int64_t factor, bool inner_split) {
       axis,
       " of ",
       toString());
+  return splitBy(axis, constant(container(), factor), inner_split);
+}
+
+TensorView* TensorView::outerSplitChosen(int64_t axis) {
+  checkMutable();
+  return splitBy(axis, chosenCount(container()), /*inner_split=*/false);
+}
+
+TensorView* TensorView::splitBy(
+    int64_t axis, Scalar* factor, bool inner_split) {
+  const int64_t pos = normalizeAxis(axis);
   IterDomain* id = loop_[pos];
   MDF_USER_CHECK(
       id->parallelType() == ParallelType::Serial,
@@ -155,8 +165,7 @@ TensorView* TensorView::split(int64_t axis, int64_t factor, bool inner_split) {
       " is already parallelized on ",
       parallelTypeName(id->parallelType()),
       "; split an axis before parallelizing it");
-  auto [outer, inner] =
-      mdfuser::split(id, constant(container(), factor), inner_split);
+  auto [outer, inner] = mdfuser::split(id, factor, inner_split);
   loop_[pos] = inner;
   loop_.insert(loop_.begin() + pos, outer);
   return this;

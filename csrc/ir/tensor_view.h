@@ -94,6 +94,11 @@ class TensorView : public Val {
   TensorView* innerSplit(int64_t axis, int64_t factor) {
     return split(axis, factor, /*inner_split=*/true);
   }
+  // An outer split whose factor, the number of parts, mdfuser chooses when
+  // it compiles the fusion (Scalar::Role::kChosen): its outer part must be
+  // parallelized on streams, and the count is chosen from a cost model of
+  // the machine (passes/choose_stream_chunks.h).
+  TensorView* outerSplitChosen(int64_t axis);
   // Merges loop axes `outer` and `inner` (adjacent, outer first) into one.
   TensorView* merge(int64_t outer, int64_t inner);
   // Moves loop axes: old position -> new position; the others keep their
@@ -132,6 +137,7 @@ class TensorView : public Val {
  private:
   int64_t normalizeAxis(int64_t axis) const;
   void checkMutable() const;
+  TensorView* splitBy(int64_t axis, Scalar* factor, bool inner_split);
 
   std::vector<IterDomain*> root_;
   std::vector<IterDomain*> logical_;

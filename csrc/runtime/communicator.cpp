@@ -783,6 +783,58 @@ std::optional<std::vector<std::string>> Communicator::exchange(
   return values;
 }
 
+bool Communicator::claimOnce(const std::string& key) {
+  if (size() == 1) {
+    return true;
+  }
+  const std::string what = "claiming " + key;
+  try {
+    return state().store->add("once/" + key + "/claim", 1) == 1;
+  } catch (const std::exception& e) {
+    throw lostStore(what, e);
+  }
+}
+
+void Communicator::publish(const std::string& key, const std::string& value) {
+  if (size() == 1) {
+    return;
+  }
+  try {
+    state().store->set(
+        "once/" + key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw lostStore("publishing " + key, e);
+  }
+}
+
+std::string Communicator::awaitPublished(
+    const std::string& key, const std::string& operation) {
+  MDF_CHECK(size() > 1, "nothing is published without peers");
+  State& s = state();
+  const std::string full = "once/" + key;
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  Backoff backoff(std::chrono::milliseconds(20));
+  try {
+    while (!s.store->check({full})) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw peersAbsent(
+            operation, "the rank that measures it did not publish it");
+      }
+      backoff.pause();
+      if (backoff.slow()) {
+        // A failure posted anywhere (the measuring rank's among them).
+        throwIfPeerFailed(std::vector<int64_t>{rank()}, operation);
+      }
+    }
+    const std::vector<uint8_t> bytes = s.store->get(full);
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const CommunicationError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw lostStore(operation, e);
+  }
+}
+
 void Communicator::shutdown() {
   if (state_->shut_down) {
     return;

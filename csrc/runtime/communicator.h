@@ -119,6 +119,16 @@ class Communicator {
       std::optional<std::chrono::milliseconds> patience = std::nullopt,
       uint64_t run = 0);
 
+  // A value one rank computes for the whole job (the machine model): the
+  // first rank to claim `key` gets true, computes it and publishes it; the
+  // others read it, waiting for it up to the timeout (a user of the value
+  // that waits longer names `operation` and the rank that claimed it).
+  // Without peers, claims always succeed and nothing is stored.
+  bool claimOnce(const std::string& key);
+  void publish(const std::string& key, const std::string& value);
+  std::string awaitPublished(
+      const std::string& key, const std::string& operation);
+
   // ---- Failures and recovery (doc/runtime.md#failures) ----
   //
   // A failure on one rank (an error that escaped a run on it alone, or one

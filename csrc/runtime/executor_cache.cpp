@@ -18,6 +18,7 @@
 #include "runtime/cuda_graphs.h"
 #include "runtime/evaluator.h"
 #include "runtime/input_binding.h"
+#include "runtime/stream_chunks.h"
 
 namespace mdfuser {
 
@@ -209,6 +210,14 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   const c10::Device device = programDevice(definition_, inputs);
   checkDeviceSupport(definition_, device);
   std::unique_ptr<Fusion> fusion = definition_.clone();
+  if (!chosenSplits(*fusion).empty()) {
+    const ChunkChoice choice =
+        chooseChunkCount(definition_, inputs, communicator, device);
+    chooseStreamChunks(*fusion, choice.count);
+    if (std::ostream* os = show(dump.host_ir || dump.fusion_ir)) {
+      *os << choice.toString() << "\n";
+    }
+  }
   runFusionPasses(
       fusion.get(), {.dump_after_each_pass = show(dump.fusion_ir_passes)});
   if (std::ostream* os = show(dump.fusion_ir)) {

@@ -6,6 +6,7 @@
 #include "ir/errors.h"
 #include "ir/scalar_eval.h"
 #include "multidevice/sharding.h"
+#include "passes/choose_stream_chunks.h"
 
 namespace mdfuser {
 
@@ -23,6 +24,7 @@ at::Tensor shardTensor(
   if (!tv->hasDeviceMesh()) {
     return tensor;
   }
+  checkLayoutNeedsNoChosenCount(tv);
   const DeviceMesh& mesh = *tv->deviceMesh();
   if (!mesh.has(device)) {
     device = mesh.devices().front();

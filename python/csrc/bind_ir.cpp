@@ -14,6 +14,7 @@
 #include "ir/ops.h"
 #include "ir/rfactor.h"
 #include "multidevice/sharding.h"
+#include "passes/choose_stream_chunks.h"
 
 namespace py = pybind11;
 
@@ -258,13 +259,22 @@ void bindIr(py::module_& m) {
           "part's extent `factor`; an inner split the inner part's.")
       .def(
           "outer_split",
-          [](TensorView& tv, int64_t axis, int64_t factor) {
-            tv.outerSplit(axis, factor);
+          [](TensorView& tv, int64_t axis, std::optional<int64_t> factor) {
+            if (factor.has_value()) {
+              tv.outerSplit(axis, *factor);
+            } else {
+              tv.outerSplitChosen(axis);
+            }
             return &tv;
           },
           py::arg("axis"),
-          py::arg("factor"),
-          py::return_value_policy::reference)
+          py::arg("factor") = py::none(),
+          py::return_value_policy::reference,
+          "Splits loop axis `axis` into `factor` parts (the outer part's "
+          "extent). Without a factor, mdfuser chooses the number of parts "
+          "when it compiles the fusion, from a model of the machine: the "
+          "outer part must then be parallelized on ParallelType.stream "
+          "(doc/options.md#stream-chunks).")
       .def(
           "inner_split",
           [](TensorView& tv, int64_t axis, int64_t factor) {
@@ -352,6 +362,11 @@ void bindIr(py::module_& m) {
 
   py::class_<Fusion>(m, "Fusion", "A fusion: its tensors, ops and schedule.")
       .def(py::init<>())
+      .def_property_readonly(
+          "chooses_stream_chunks",
+          [](const Fusion& fusion) { return choosesStreamChunks(fusion); },
+          "Whether an outer_split without a factor leaves a stream chunk "
+          "count to mdfuser.")
       .def(
           "define_tensor",
           [](Fusion& fusion,

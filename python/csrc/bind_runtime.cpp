@@ -15,6 +15,7 @@
 #include "runtime/communicator.h"
 #include "runtime/executor_cache.h"
 #include "runtime/shard_tensor.h"
+#include "runtime/stream_chunks.h"
 
 namespace py = pybind11;
 
@@ -56,6 +57,46 @@ void bindRuntime(py::module_& m) {
       py::arg("tensor"),
       py::arg("tv"),
       py::arg("device"));
+  m.def(
+      "_set_machine_model",
+      [](const std::string& device_type,
+         double gemm_flops,
+         double gemm_half_rows,
+         double memory_bytes,
+         double link_bytes,
+         double statement_seconds) {
+        setMachineModel(
+            device_type,
+            {gemm_flops,
+             gemm_half_rows,
+             memory_bytes,
+             link_bytes,
+             statement_seconds});
+      },
+      py::arg("device_type"),
+      py::arg("gemm_flops"),
+      py::arg("gemm_half_rows"),
+      py::arg("memory_bytes"),
+      py::arg("link_bytes"),
+      py::arg("statement_seconds"),
+      "The machine model the stream chunk count is chosen with on "
+      "`device_type` ('cpu' or 'cuda'); see mdfuser.calibration.");
+  m.def(
+      "_machine_model",
+      [](const std::string& device_type) -> py::object {
+        const std::optional<MachineModel> model = machineModel(device_type);
+        if (!model.has_value()) {
+          return py::none();
+        }
+        py::dict d;
+        d["gemm_flops"] = model->gemm_flops;
+        d["gemm_half_rows"] = model->gemm_half_rows;
+        d["memory_bytes"] = model->memory_bytes;
+        d["link_bytes"] = model->link_bytes;
+        d["statement_seconds"] = model->statement_seconds;
+        return d;
+      },
+      py::arg("device_type"));
   m.def("_ignored_enable_options", &ExecuteOptions::ignoredEnableOptions);
   m.def("_ignored_disable_options", &ExecuteOptions::ignoredDisableOptions);
 
@@ -128,6 +169,27 @@ void bindRuntime(py::module_& m) {
           "barrier",
           &Communicator::barrier,
           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "_claim_once",
+          &Communicator::claimOnce,
+          py::arg("key"),
+          py::call_guard<py::gil_scoped_release>(),
+          "Whether this rank is the first of the job to claim `key` (it then "
+          "computes the value and publishes it).")
+      .def(
+          "_publish",
+          &Communicator::publish,
+          py::arg("key"),
+          py::arg("value"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "_await_published",
+          &Communicator::awaitPublished,
+          py::arg("key"),
+          py::arg("operation"),
+          py::call_guard<py::gil_scoped_release>(),
+          "The value the claiming rank published for `key`, waited for up to "
+          "the timeout.")
       .def(
           "report_failure",
           &Communicator::reportFailure,

@@ -359,6 +359,12 @@ class FusionDefinition:
             self._cache.note_failed_run(f"{type(e).__name__}: {e}", isinstance(e, TypeError))
             raise
         tensors, scalars = _split_arguments(inputs)
+        if self._fusion.chooses_stream_chunks:
+            # The stream chunk count is chosen with the machine's model.
+            from mdfuser.calibration import ensure_machine_model
+
+            cuda = [t.device for t in tensors if t.is_cuda]
+            ensure_machine_model(cuda[0] if cuda else torch.device("cpu"))
         return self._cache.execute(
             tensors, scalars, list(_enable_options), list(_disable_options), backend
         )

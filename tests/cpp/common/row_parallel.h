@@ -8,6 +8,9 @@
 
 namespace mdfuser::test {
 
+// For `s`: the number of stream chunks is mdfuser's to choose.
+inline constexpr int64_t kChosenChunks = 0;
+
 // The row-parallel linear of the architecture guide: inp [t, 4h] with t
 // symbolic, split into `s` stream chunks along t and across `d` devices along
 // 4h; w [h, 4h] split across devices along 4h; out = linear(inp, w), left for
@@ -27,7 +30,11 @@ inline std::unique_ptr<Fusion> makeRowParallelLinear(
   const DeviceMesh mesh(devices);
   inp->setDeviceMesh(mesh);
   w->setDeviceMesh(mesh);
-  inp->outerSplit(0, s);
+  if (s == kChosenChunks) {
+    inp->outerSplitChosen(0);
+  } else {
+    inp->outerSplit(0, s);
+  }
   inp->parallelize(0, ParallelType::Stream);
   inp->outerSplit(2, d);
   inp->parallelize(2, ParallelType::DIDx);

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+#include "passes/choose_stream_chunks.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "ir/errors.h"
+#include "ir/ops/tensor_op.h"
+#include "multidevice/sharding.h"
+
+namespace mdfuser {
+
+namespace {
+
+std::vector<const Split*> allChosenSplits(const Fusion& fusion) {
+  std::vector<const Split*> result;
+  for (const auto& statement : fusion.statements()) {
+    const auto* split = dynamic_cast<const Split*>(statement.get());
+    if (split != nullptr && split->factor()->role() == Scalar::Role::kChosen) {
+      result.push_back(split);
+    }
+  }
+  return result;
+}
+
+double product(const std::vector<Scalar*>& extents, const ScalarEvaluator& ev) {
+  double result = 1.0;
+  for (const Scalar* e : extents) {
+    result *= static_cast<double>(ev.evaluate(e));
+  }
+  return result;
+}
+
+bool isStreamParallel(const TensorView* tv) {
+  return loopAxis(tv, ParallelType::Stream) != nullptr;
+}
+
+// One chunk's share of the stream loop's work.
+struct ChunkWork {
+  double compute = 0;
+  double communication = 0;
+  int64_t statements = 0;
+};
+
+// The seconds `model` gives to a GEMM of `flops` over `rows` rows.
+double gemmSeconds(const MachineModel& model, double flops, double rows) {
+  if (flops <= 0) {
+    return 0;
+  }
+  const double efficiency = rows / (rows + model.gemm_half_rows);
+  return flops / (model.gemm_flops * std::max(efficiency, 1e-6));
+}
+
+void addOperation(
+    const TensorOp* op,
+    const ScalarEvaluator& ev,
+    const MachineModel& model,
+    double share,
+    ChunkWork& work) {
+  const TensorView* out = op->out();
+  const std::vector<Scalar*> out_extents = localExtents(out);
+  const double elements = product(out_extents, ev) * share;
+  const double bytes =
+      elements * static_cast<double>(sizeInBytes(out->dtype()));
+  ++work.statements;
+  if (isResharding(op)) {
+    // What a rank sends or receives: its larger side.
+    double moved = bytes;
+    for (const Val* in : op->inputs()) {
+      if (const auto* tv = dynamic_cast<const TensorView*>(in)) {
+        moved = std::max(
+            moved,
+            product(localExtents(tv), ev) * share *
+                static_cast<double>(sizeInBytes(tv->dtype())));
+      }
+    }
+    work.communication += model.statement_seconds + moved / model.link_bytes;
+    return;
+  }
+  const auto* first =
+      op->inputs().empty()
+          ? nullptr
+          : dynamic_cast<const TensorView*>(op->inputs().front());
+  switch (op->type()) {
+    case OpType::Linear:
+    case OpType::Matmul: {
+      MDF_CHECK(first != nullptr);
+      // The first operand's rows (its leading axes) times k.
+      const std::vector<Scalar*> in_extents = localExtents(first);
+      const double k = static_cast<double>(ev.evaluate(in_extents.back()));
+      const double rows = k == 0 ? 0 : product(in_extents, ev) * share / k;
+      work.compute += gemmSeconds(model, 2.0 * elements * k, rows);
+      return;
+    }
+    case OpType::SdpaFwd:
+    case OpType::SdpaBwd: {
+      // Two GEMMs over the keys per output element (four backward).
+      MDF_CHECK(first != nullptr && op->inputs().size() >= 2);
+      const auto* key = dynamic_cast<const TensorView*>(op->inputs()[1]);
+      MDF_CHECK(key != nullptr);
+      const std::vector<Scalar*> key_extents = localExtents(key);
+      MDF_CHECK(key_extents.size() >= 2);
+      const double keys =
+          static_cast<double>(ev.evaluate(key_extents[key_extents.size() - 2]));
+      const double gemms = op->type() == OpType::SdpaFwd ? 2.0 : 4.0;
+      const std::vector<Scalar*> query = localExtents(first);
+      const double rows =
+          product(query, ev) * share /
+          std::max(1.0, static_cast<double>(ev.evaluate(query.back())));
+      work.compute += gemmSeconds(model, 2.0 * gemms * elements * keys, rows);
+      return;
+    }
+    default:
+      // Read once and written once.
+      work.compute += 2.0 * bytes / model.memory_bytes;
+      return;
+  }
+}
+
+} // namespace
+
+std::string MachineModel::toString() const {
+  std::ostringstream os;
+  os << "gemm " << gemm_flops << " flop/s (half at " << gemm_half_rows
+     << " rows), memory " << memory_bytes << " B/s, link " << link_bytes
+     << " B/s, " << statement_seconds * 1e6 << " us per statement";
+  return os.str();
+}
+
+std::string ChunkChoice::toString() const {
+  std::ostringstream os;
+  os << "stream chunks: " << count << " (estimated";
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    os << (i == 0 ? " " : ", ") << seconds[i].first << ": "
+       << seconds[i].second * 1e6 << " us";
+  }
+  os << ")";
+  return os.str();
+}
+
+void checkLayoutNeedsNoChosenCount(const TensorView* tv) {
+  for (ParallelType pt : kDeviceParallelTypes) {
+    const ParallelAxis axis = findParallelAxis(tv, pt, tv->logical());
+    if (!axis) {
+      continue;
+    }
+    for (const IterDomain* above : axis.above) {
+      MDF_USER_CHECK(
+          above->extent()->role() != Scalar::Role::kChosen,
+          "outer_split without a factor on ",
+          tv->toString(),
+          " splits an axis into stream chunks above its split across "
+          "devices (",
+          parallelTypeName(pt),
+          "): the count mdfuser chooses would decide how the fusion's "
+          "input or output is laid out across devices, which its shards "
+          "must know before the fusion is compiled; give the split a "
+          "factor");
+    }
+  }
+}
+
+std::vector<const Split*> chosenSplits(const Fusion& fusion) {
+  std::vector<const Split*> splits = allChosenSplits(fusion);
+  for (const Split* split : splits) {
+    MDF_USER_CHECK(
+        split->outer()->parallelType() == ParallelType::Stream,
+        "outer_split without a factor lets mdfuser choose the number of "
+        "stream chunks, but its outer part ",
+        split->outer()->toString(),
+        " (of ",
+        split->in()->toString(),
+        ") is ",
+        split->outer()->parallelType() == ParallelType::Serial
+            ? "not parallelized"
+            : "parallelized on " +
+                  std::string(parallelTypeName(split->outer()->parallelType())),
+        "; parallelize it on ParallelType.stream, or give the split a "
+        "factor");
+  }
+  if (splits.empty()) {
+    return splits;
+  }
+  // The user shards the inputs and reads the outputs before the count is
+  // chosen: it must not decide their layout across devices.
+  std::vector<const TensorView*> boundary(
+      fusion.inputs().begin(), fusion.inputs().end());
+  boundary.insert(
+      boundary.end(), fusion.outputs().begin(), fusion.outputs().end());
+  for (const TensorView* tv : boundary) {
+    checkLayoutNeedsNoChosenCount(tv);
+  }
+  return splits;
+}
+
+bool choosesStreamChunks(const Fusion& fusion) {
+  return !allChosenSplits(fusion).empty();
+}
+
+void chooseStreamChunks(Fusion& fusion, int64_t count) {
+  for (const Split* split : allChosenSplits(fusion)) {
+    split->factor()->choose(count);
+  }
+}
+
+std::vector<int64_t> candidateChunkCounts(
+    const std::vector<const Split*>& splits, const ScalarEvaluator& extents) {
+  int64_t common = 0;
+  for (const Split* split : splits) {
+    common = std::gcd(common, extents.evaluate(split->in()->extent()));
+  }
+  std::vector<int64_t> counts;
+  for (int64_t s = 1; s <= std::min(common, kMaxStreamChunks); ++s) {
+    if (common % s == 0) {
+      counts.push_back(s);
+    }
+  }
+  if (counts.empty()) {
+    // Empty axes: one chunk, which is empty too.
+    counts.push_back(1);
+  }
+  return counts;
+}
+
+double estimateStreamSeconds(
+    const Fusion& compiled,
+    const ScalarEvaluator& extents,
+    const MachineModel& model,
+    int64_t count) {
+  MDF_CHECK(count > 0);
+  ChunkWork chunk;
+  const double share = 1.0 / static_cast<double>(count);
+  for (const TensorOp* op : compiled.exprs()) {
+    bool in_loop = isStreamParallel(op->out());
+    for (const Val* in : op->inputs()) {
+      const auto* tv = dynamic_cast<const TensorView*>(in);
+      in_loop = in_loop || (tv != nullptr && isStreamParallel(tv));
+    }
+    if (in_loop) {
+      addOperation(op, extents, model, share, chunk);
+    }
+  }
+  const double host =
+      static_cast<double>(chunk.statements) * model.statement_seconds;
+  const double slowest = std::max({chunk.compute, chunk.communication, host});
+  return chunk.compute + chunk.communication + host +
+         static_cast<double>(count - 1) * slowest;
+}
+
+ChunkChoice fastestChunkCount(
+    const std::vector<std::pair<int64_t, double>>& seconds) {
+  MDF_CHECK(!seconds.empty(), "no chunk count to choose from");
+  ChunkChoice choice;
+  choice.seconds = seconds;
+  // The first of the fastest: the smaller count on a tie.
+  choice.count =
+      std::min_element(
+          seconds.begin(),
+          seconds.end(),
+          [](const auto& a, const auto& b) { return a.second < b.second; })
+          ->first;
+  return choice;
+}
+
+} // namespace mdfuser

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/fusion.h"
+#include "ir/iter_domain.h"
+#include "ir/scalar_eval.h"
+
+namespace mdfuser {
+
+// What mdfuser knows of a machine's speed when it chooses a number of stream
+// chunks: measured once per machine and device type, and cached
+// (mdfuser.calibration). Rates are per second; every field positive.
+struct MachineModel {
+  // A large GEMM's throughput, in floating-point operations.
+  double gemm_flops = 0;
+  // The rows at which a GEMM reaches half that throughput: a GEMM of r
+  // rows runs at gemm_flops * r / (r + gemm_half_rows).
+  double gemm_half_rows = 0;
+  // Bytes a copy moves within the device (pointwise and layout operations).
+  double memory_bytes = 0;
+  // Bytes a copy moves to a peer (communication).
+  double link_bytes = 0;
+  // Host time of one statement: a kernel launch, a collective's issue.
+  double statement_seconds = 0;
+
+  // "gemm 1.2e+14 flop/s (half at 512 rows), memory ... ".
+  std::string toString() const;
+};
+
+// The stream chunk count mdfuser chose, and the time its model gave for
+// each count it tried (printed by NVFUSER_DUMP=stream_chunks).
+struct ChunkChoice {
+  int64_t count = 1;
+  std::vector<std::pair<int64_t, double>> seconds;
+  std::string toString() const;
+};
+
+// The splits of `fusion` whose number of parts mdfuser chooses (an
+// outer_split given no factor). User error when one's outer part is not
+// parallelized on streams: the count is a number of stream chunks.
+std::vector<const Split*> chosenSplits(const Fusion& fusion);
+
+// Whether `fusion` has a split whose number of parts mdfuser chooses.
+bool choosesStreamChunks(const Fusion& fusion);
+
+// User error when a count mdfuser chooses would decide how `tv` is laid out
+// across devices (a stream split above a device split of one of its axes):
+// a fusion's inputs and outputs are sharded before it is compiled.
+void checkLayoutNeedsNoChosenCount(const TensorView* tv);
+
+// Gives every count of `fusion` that mdfuser chooses the value `count`.
+void chooseStreamChunks(Fusion& fusion, int64_t count);
+
+// The counts worth trying for `splits` (taken from a fusion whose extents
+// `extents` evaluates): the common divisors, up to kMaxStreamChunks, of the
+// extents they split.
+inline constexpr int64_t kMaxStreamChunks = 16;
+std::vector<int64_t> candidateChunkCounts(
+    const std::vector<const Split*>& splits, const ScalarEvaluator& extents);
+
+// The time `model` gives to the stream-parallel work of `compiled` (a fusion
+// whose chosen counts are `count` and whose fusion passes ran; `extents`
+// evaluates its extents): its chunks form a pipeline whose stages are the
+// chunk's computation, its communication and the host's issue of its
+// statements, so it takes a chunk's three stages once (filling and draining)
+// plus the slowest stage for every further chunk. The work outside the
+// stream loops is the same for every count and left out.
+double estimateStreamSeconds(
+    const Fusion& compiled,
+    const ScalarEvaluator& extents,
+    const MachineModel& model,
+    int64_t count);
+
+// The count of least estimated time (the smaller on a tie).
+ChunkChoice fastestChunkCount(
+    const std::vector<std::pair<int64_t, double>>& seconds);
+
+} // namespace mdfuser

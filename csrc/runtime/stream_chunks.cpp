@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+#include "runtime/stream_chunks.h"
+
+#include <map>
+#include <mutex>
+
+#include "ir/errors.h"
+#include "passes/pipeline.h"
+#include "runtime/input_binding.h"
+
+namespace mdfuser {
+
+namespace {
+
+struct Models {
+  std::mutex mutex;
+  std::map<std::string, MachineModel, std::less<>> by_device_type;
+};
+
+Models& models() {
+  static Models instance;
+  return instance;
+}
+
+} // namespace
+
+void setMachineModel(
+    const std::string& device_type, const MachineModel& model) {
+  MDF_USER_CHECK(
+      model.gemm_flops > 0 && model.gemm_half_rows >= 0 &&
+          model.memory_bytes > 0 && model.link_bytes > 0 &&
+          model.statement_seconds >= 0,
+      "a machine model needs positive rates and non-negative rows and "
+      "statement time; got ",
+      model.toString());
+  std::lock_guard<std::mutex> lock(models().mutex);
+  models().by_device_type[device_type] = model;
+}
+
+std::optional<MachineModel> machineModel(const std::string& device_type) {
+  std::lock_guard<std::mutex> lock(models().mutex);
+  auto it = models().by_device_type.find(device_type);
+  if (it == models().by_device_type.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+ChunkChoice chooseChunkCount(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device) {
+  const std::string device_type = device.is_cuda() ? "cuda" : "cpu";
+  const std::optional<MachineModel> model = machineModel(device_type);
+  MDF_USER_CHECK(
+      model.has_value(),
+      "the fusion leaves its stream chunk count to mdfuser (outer_split "
+      "without a factor), which needs the machine model of the ",
+      device_type,
+      " device; mdfuser.calibration.ensure_machine_model sets it (execute "
+      "calls it)");
+  // The extents each split divides, from a compilation of one chunk.
+  std::unique_ptr<Fusion> probe = definition.clone();
+  const std::vector<const Split*> splits = chosenSplits(*probe);
+  chooseStreamChunks(*probe, 1);
+  runFusionPasses(probe.get());
+  const ScalarEvaluator probe_extents =
+      bindInputs(*probe, inputs, communicator);
+  std::vector<std::pair<int64_t, double>> seconds;
+  for (int64_t count : candidateChunkCounts(splits, probe_extents)) {
+    std::unique_ptr<Fusion> fusion = definition.clone();
+    chooseStreamChunks(*fusion, count);
+    try {
+      runFusionPasses(fusion.get());
+    } catch (const UserError&) {
+      // A count the schedule cannot take (a split below it that no longer
+      // divides evenly): not a candidate.
+      continue;
+    }
+    const ScalarEvaluator extents = bindInputs(*fusion, inputs, communicator);
+    seconds.emplace_back(
+        count, estimateStreamSeconds(*fusion, extents, *model, count));
+  }
+  return fastestChunkCount(seconds);
+}
+
+} // namespace mdfuser

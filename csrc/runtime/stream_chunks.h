@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "ir/fusion.h"
+#include "passes/choose_stream_chunks.h"
+#include "runtime/communicator.h"
+
+namespace mdfuser {
+
+// The machine model of each device type ("cpu", "cuda") this process runs
+// on, set by mdfuser.calibration before a fusion whose stream chunk count
+// mdfuser chooses is compiled. Every rank of a job holds the same one (one
+// rank measures it, the others read it from the job's store), so that they
+// all choose the same count.
+void setMachineModel(const std::string& device_type, const MachineModel& model);
+std::optional<MachineModel> machineModel(const std::string& device_type);
+
+// The stream chunk count for `definition`'s chosen splits on `inputs`: each
+// count worth trying is compiled through the fusion passes and its stream
+// loops estimated with the machine model of `device`; the fastest wins. No
+// timing at run time, no communication. User error when the definition
+// asks for a count and no machine model is set for the device.
+ChunkChoice chooseChunkCount(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device);
+
+} // namespace mdfuser

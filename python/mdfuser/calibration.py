@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT
+"""The machine model mdfuser chooses stream chunk counts with.
+
+A fusion whose ``outer_split`` has no factor leaves its number of stream
+chunks to mdfuser. When it compiles such a fusion, mdfuser estimates each
+count worth trying with a model of the machine (doc/options.md, "Stream
+chunks"): a GEMM's throughput and how it falls for GEMMs of few rows, the
+bandwidth of a copy within the device and to a peer, and the host's cost of
+issuing one statement. The model is measured once per machine and device
+type, in about a second, and cached in ``$MDFUSER_CACHE_DIR`` (default
+``~/.cache/mdfuser``); within a job one rank measures or loads it and every
+other rank reads it from the job's store, so that all choose the same count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from mdfuser import _C
+
+FIELDS = ("gemm_flops", "gemm_half_rows", "memory_bytes", "link_bytes", "statement_seconds")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("MDFUSER_CACHE_DIR", Path.home() / ".cache" / "mdfuser"))
+
+
+def _machine_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{platform.machine()}-{platform.processor() or 'cpu'}-{os.cpu_count()}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def cache_path(device: torch.device) -> Path:
+    return cache_dir() / f"machine_model_{device.type}_{_machine_name(device)}.json"
+
+
+def _seconds(device: torch.device, run, repeats: int = 5) -> float:
+    """The median time of `run()` after two warm-up calls."""
+    times = []
+    for i in range(repeats + 2):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        run()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= 2:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(device: torch.device) -> dict[str, float]:
+    """Measures the model on `device` (a few hundred milliseconds)."""
+    cuda = device.type == "cuda"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    # GEMMs of few rows, and of more: the fastest gives the throughput, and
+    # the one of fewest rows how it falls for short GEMMs (the model's
+    # rate(r) = peak * r / (r + half)).
+    nk = 4096 if cuda else 256
+    row_counts = (128, 1024, 8192) if cuda else (16, 128, 1024)
+    b = torch.randn(nk, nk, device=device, dtype=dtype)
+    rates = []
+    for rows in row_counts:
+        a = torch.randn(rows, nk, device=device, dtype=dtype)
+        seconds = _seconds(device, lambda a=a: torch.mm(a, b))
+        rates.append(2.0 * rows * nk * nk / seconds)
+    gemm_flops = max(rates)
+    gemm_half_rows = row_counts[0] * (gemm_flops / rates[0] - 1.0)
+
+    size = (256 if cuda else 16) * 2**20
+    src = torch.empty(size, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    memory_bytes = 2.0 * size / _seconds(device, lambda: dst.copy_(src))
+    link_bytes = memory_bytes / 2.0
+    if cuda and torch.cuda.device_count() > 1:
+        peer = torch.device("cuda", ((device.index or 0) + 1) % torch.cuda.device_count())
+        if peer != device and torch.cuda.can_device_access_peer(device, peer):
+            remote = torch.empty(size, dtype=torch.uint8, device=peer)
+            link_bytes = size / _seconds(device, lambda: remote.copy_(src))
+
+    x = torch.zeros(16, device=device)
+    y = torch.empty_like(x)
+    issues = 200
+
+    def issue():
+        for _ in range(issues):
+            torch.add(x, 1, out=y)
+
+    statement_seconds = _seconds(device, issue) / issues
+    return {
+        "gemm_flops": gemm_flops,
+        "gemm_half_rows": gemm_half_rows,
+        "memory_bytes": memory_bytes,
+        "link_bytes": link_bytes,
+        "statement_seconds": statement_seconds,
+    }
+
+
+def load_or_measure(device: torch.device) -> dict[str, float]:
+    """The cached model of this machine's `device` type, measured and
+    cached when there is none (or the cache cannot be read)."""
+    path = cache_path(device)
+    try:
+        model = json.loads(path.read_text())
+        if set(model) == set(FIELDS):
+            return model
+    except (OSError, ValueError):
+        pass
+    model = measure(device)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(model, indent=1))
+        tmp.replace(path)
+    except OSError:
+        # A read-only home: measured again by the next job.
+        pass
+    return model
+
+
+def set_machine_model(device_type: str, model: dict[str, float]) -> None:
+    """Sets the model this process chooses chunk counts with on
+    `device_type` ('cpu' or 'cuda'); every rank of a job must set the same
+    one. mdfuser sets it itself (ensure_machine_model); this is for tests
+    and for machines whose model is known."""
+    missing = set(FIELDS) - set(model)
+    if missing:
+        raise ValueError(f"a machine model needs {', '.join(FIELDS)}; missing {sorted(missing)}")
+    _C._set_machine_model(device_type, **{k: float(model[k]) for k in FIELDS})
+
+
+def machine_model(device_type: str) -> dict[str, float] | None:
+    """The model this process chooses chunk counts with on `device_type`,
+    or None before one is set."""
+    return _C._machine_model(device_type)
+
+
+def ensure_machine_model(device: torch.device) -> dict[str, float]:
+    """The model for `device`'s type, set on first use: one rank of the job
+    loads or measures it, the others read it from the job's store."""
+    model = machine_model(device.type)
+    if model is not None:
+        return model
+    from mdfuser.multidevice import Communicator
+
+    comm = Communicator.instance()
+    key = f"machine_model/{device.type}"
+    if comm.size() == 1 or comm._claim_once(key):
+        model = load_or_measure(device)
+        comm._publish(key, json.dumps(model))
+    else:
+        model = json.loads(comm._await_published(key, f"reading the {device.type} machine model"))
+    set_machine_model(device.type, model)
+    return model

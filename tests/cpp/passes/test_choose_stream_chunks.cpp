@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+//
+// An outer_split without a factor leaves the number of stream chunks to
+// mdfuser: the fusion prints it as "auto" until it is chosen, the counts
+// worth trying divide the split extent, and the cost model picks one chunk
+// when the host's issue of a chunk costs more than it hides, the largest
+// count when chunks are free, and a count between the two otherwise.
+
+#include <gtest/gtest.h>
+
+#include "common/expect_error.h"
+#include "common/row_parallel.h"
+#include "passes/choose_stream_chunks.h"
+#include "passes/pipeline.h"
+
+namespace mdfuser {
+namespace {
+
+constexpr int64_t kH = 512;
+constexpr int64_t kD = 2;
+
+// The row-parallel linear of `t` rows and hidden size `h` with its chunk
+// count chosen as `count`, the fusion passes run, and `extents` bound to its
+// input's rows.
+std::unique_ptr<Fusion> compiled(
+    int64_t count, int64_t t, int64_t h, ScalarEvaluator& extents) {
+  auto fusion = test::makeRowParallelLinear(h, kD, test::kChosenChunks);
+  chooseStreamChunks(*fusion, count);
+  runFusionPasses(fusion.get());
+  extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
+  return fusion;
+}
+
+std::vector<std::pair<int64_t, double>> estimates(
+    const MachineModel& model, int64_t t, int64_t h = kH) {
+  auto probe = test::makeRowParallelLinear(h, kD, test::kChosenChunks);
+  const std::vector<const Split*> splits = chosenSplits(*probe);
+  ScalarEvaluator probe_extents;
+  probe_extents.bind(probe->inputs()[0]->logical()[0]->extent(), t);
+  std::vector<std::pair<int64_t, double>> result;
+  for (int64_t count : candidateChunkCounts(splits, probe_extents)) {
+    ScalarEvaluator extents;
+    auto fusion = compiled(count, t, h, extents);
+    result.emplace_back(
+        count, estimateStreamSeconds(*fusion, extents, model, count));
+  }
+  return result;
+}
+
+// An H100-like machine.
+MachineModel hopper() {
+  MachineModel model;
+  model.gemm_flops = 600e12;
+  model.gemm_half_rows = 256;
+  model.memory_bytes = 2.5e12;
+  model.link_bytes = 150e9;
+  model.statement_seconds = 8e-6;
+  return model;
+}
+
+TEST(ChooseStreamChunks, ChosenCountPrintsAutoUntilChosen) {
+  auto fusion = test::makeRowParallelLinear(4, kD, test::kChosenChunks);
+  EXPECT_NE(fusion->toString().find("istreamIdx7{auto}"), std::string::npos)
+      << fusion->toString();
+  EXPECT_EQ(chosenSplits(*fusion).size(), 1);
+  chooseStreamChunks(*fusion, 3);
+  EXPECT_TRUE(chosenSplits(*fusion).empty());
+  runFusionPasses(fusion.get());
+  // The same program as a split of 3 written by the user.
+  auto written = test::makeRowParallelLinear(4, kD, 3);
+  runFusionPasses(written.get());
+  EXPECT_EQ(fusion->toString(), written->toString());
+}
+
+TEST(ChooseStreamChunks, ChosenCountOnAnAxisNotOnStreamsIsRefused) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  fusion->addOutput(set(inp));
+  inp->outerSplitChosen(0);
+  EXPECT_VALUE_ERROR(
+      chosenSplits(*fusion),
+      "outer_split without a factor lets mdfuser choose the number of stream "
+      "chunks, but its outer part iS");
+  EXPECT_VALUE_ERROR(
+      chosenSplits(*fusion),
+      "is not parallelized; parallelize it on "
+      "ParallelType.stream, or give the split a factor");
+}
+
+TEST(ChooseStreamChunks, ChosenCountAboveAnInputsDeviceSplitIsRefused) {
+  // The tokens in chunks, then each chunk across the devices: the count
+  // would decide which rows each device's shard holds.
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* x = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  fusion->addOutput(set(x));
+  x->setDeviceMesh(DeviceMesh({0, 1}));
+  x->outerSplitChosen(0);
+  x->parallelize(0, ParallelType::Stream);
+  x->outerSplit(1, 2);
+  x->parallelize(1, ParallelType::DIDx);
+  EXPECT_VALUE_ERROR(
+      chosenSplits(*fusion),
+      "splits an axis into stream chunks above its split across devices "
+      "(mesh_x): the count mdfuser chooses would decide how the fusion's "
+      "input or output is laid out across devices");
+}
+
+TEST(ChooseStreamChunks, CandidatesDivideTheSplitExtent) {
+  auto fusion = test::makeRowParallelLinear(4, kD, test::kChosenChunks);
+  const std::vector<const Split*> splits = chosenSplits(*fusion);
+  ScalarEvaluator extents;
+  extents.bind(fusion->inputs()[0]->logical()[0]->extent(), 12);
+  EXPECT_EQ(
+      candidateChunkCounts(splits, extents),
+      (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+  ScalarEvaluator large;
+  large.bind(fusion->inputs()[0]->logical()[0]->extent(), 8192);
+  EXPECT_EQ(
+      candidateChunkCounts(splits, large),
+      (std::vector<int64_t>{1, 2, 4, 8, 16}));
+  ScalarEvaluator empty;
+  empty.bind(fusion->inputs()[0]->logical()[0]->extent(), 0);
+  EXPECT_EQ(candidateChunkCounts(splits, empty), std::vector<int64_t>{1});
+}
+
+TEST(ChooseStreamChunks, OneChunkCostsItsThreeStages) {
+  // One chunk of t = 1024 rows: a [1024, 4h / d] x [4h / d, h] GEMM, then
+  // the allreduce of the [1024, h] partial sums (bf16), and the host's issue
+  // of its two operations; no overlap.
+  const MachineModel model = hopper();
+  const int64_t t = 1024;
+  ScalarEvaluator extents;
+  auto fusion = compiled(1, t, kH, extents);
+  const double k = 4.0 * kH / kD;
+  const double gemm =
+      2.0 * t * kH * k / (model.gemm_flops * (t / (t + model.gemm_half_rows)));
+  const double allreduce =
+      model.statement_seconds + 1.0 * t * kH * 2 / model.link_bytes;
+  const double expected = gemm + allreduce + 2 * model.statement_seconds;
+  EXPECT_NEAR(
+      estimateStreamSeconds(*fusion, extents, model, 1),
+      expected,
+      1e-3 * expected);
+}
+
+TEST(ChooseStreamChunks, ExpensiveStatementsGiveOneChunk) {
+  MachineModel model = hopper();
+  model.statement_seconds = 1.0;
+  EXPECT_EQ(fastestChunkCount(estimates(model, 8192)).count, 1);
+}
+
+TEST(ChooseStreamChunks, FreeChunksGiveTheMostChunks) {
+  MachineModel model = hopper();
+  model.statement_seconds = 0;
+  model.gemm_half_rows = 0;
+  EXPECT_EQ(fastestChunkCount(estimates(model, 8192)).count, 16);
+}
+
+TEST(ChooseStreamChunks, CostlyChunksGiveACountBetween) {
+  // h = t = 8192: the allreduce takes a quarter of the GEMM's time; a few
+  // chunks hide most of it, more make GEMMs of too few rows to run at
+  // their full rate.
+  MachineModel model = hopper();
+  model.statement_seconds = 20e-6;
+  const ChunkChoice choice = fastestChunkCount(estimates(model, 8192, 8192));
+  EXPECT_GT(choice.count, 1) << choice.toString();
+  EXPECT_LT(choice.count, 16) << choice.toString();
+  for (const auto& [count, seconds] : choice.seconds) {
+    if (count == choice.count) {
+      EXPECT_LE(seconds, choice.seconds.front().second) << choice.toString();
+    }
+  }
+}
+
+TEST(ChooseStreamChunks, TiesGoToTheSmallerCount) {
+  EXPECT_EQ(fastestChunkCount({{1, 2.0}, {2, 1.0}, {4, 1.0}}).count, 2);
+  EXPECT_EQ(
+      fastestChunkCount({{1, 2.0}, {2, 1.0}}).toString(),
+      "stream chunks: 2 (estimated 1: 2e+06 us, 2: 1e+06 us)");
+}
+
+} // namespace
+} // namespace mdfuser
