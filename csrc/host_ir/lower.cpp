@@ -317,8 +317,9 @@ class Lowerer {
     std::optional<std::vector<int64_t>> team = ringTeam(r, producer, gathered);
     const auto* linear = dynamic_cast<const LinearOp*>(onlyUse(gathered));
     if (!team || r.type != CommunicationType::Allgather || linear == nullptr ||
-        linear->in() != gathered || linear->weight() == gathered ||
-        linear->bias() == gathered || !sameSegment(op, linear)) {
+        linear->outFeatureAxes() != 1 || linear->in() != gathered ||
+        linear->weight() == gathered || linear->bias() == gathered ||
+        !sameSegment(op, linear)) {
       return false;
     }
     // The gathered axis must index the linear's output, not its contracted
@@ -373,7 +374,8 @@ class Lowerer {
   // reduce-scatter or allreduce are computed by that reduction's ring.
   bool deferPartialSumsToRing(const TensorOp* op) {
     const auto* linear = dynamic_cast<const LinearOp*>(op);
-    if (linear == nullptr || linear->bias() != nullptr) {
+    if (linear == nullptr || linear->bias() != nullptr ||
+        linear->outFeatureAxes() != 1) {
       return false;
     }
     const TensorOp* sum = onlyUse(linear->out());

@@ -445,7 +445,12 @@ std::vector<int64_t> rowOrder(const at::Tensor& t) {
 
 void linearKernel(KernelCall& call) {
   const auto& op = static_cast<const LinearOp&>(call.op);
-  const at::Tensor& weight = call.tensors[1];
+  // A weight [A, B, K] is the weight [A * B, K] (a copy where its shard is
+  // not laid out alike); the output's A and B axes, one of A * B.
+  const bool split_features = op.outFeatureAxes() == 2;
+  const at::Tensor weight =
+      split_features ? call.tensors[1].reshape({-1, call.tensors[1].size(-1)})
+                     : call.tensors[1];
   std::vector<int64_t> shape(
       call.tensors[0].sizes().begin(), call.tensors[0].sizes().end() - 1);
   shape.push_back(weight.size(0));
@@ -471,7 +476,10 @@ void linearKernel(KernelCall& call) {
     // A bias of the output's shape is the C operand (beta = 1): ring
     // decompositions add a received partial sum this way, in place when it
     // is the output itself.
-    const at::Tensor& bias = call.tensors[2];
+    // [A, B] beside a split weight is the bias [A * B] (no ring passes an
+    // output-shaped bias to such a linear).
+    const at::Tensor bias =
+        split_features ? call.tensors[2].reshape({n}) : call.tensors[2];
     at::addmm_out(
         result,
         bias.dim() > 1 ? reshapedAs(permuted(bias, order), {m, n}) : bias,

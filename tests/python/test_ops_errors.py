@@ -202,10 +202,8 @@ def test_a_torch_tensor_passed_to_an_operation():
         fd.ops.shape(torch.ones(2))
 
 
-def test_operations_need_a_tensor_operand():
+def test_operations_need_operands():
     fd, _ = define([2])
-    with pytest.raises(TypeError, match="add: at least one operand must be a tensor, got only"):
-        fd.ops.add(1, 2.0)
     with pytest.raises(TypeError, match="exp: operand 0 must be a tensor or a number, got None"):
         fd.ops.exp(None)
 

@@ -89,23 +89,34 @@ TensorView* LinearOp::bias() const {
   return inputs().size() > 2 ? static_cast<TensorView*>(input(2)) : nullptr;
 }
 
+size_t LinearOp::outFeatureAxes() const {
+  return weight()->logicalNoReductions().size() - 1;
+}
+
 std::vector<AxisMapping> LinearOp::mapProducerToConsumer(
     const TensorView* producer, const TensorView* consumer) const {
   MDF_CHECK(consumer == out(), consumer->toString(), " is not an output");
-  // out root: [batch..., N, rK]
+  // out root: [batch..., N..., rK], with one N axis per out_features axis
+  // of the weight ([N, K], or [A, B, K] for out_features split in two).
   const std::vector<IterDomain*>& c = consumer->maybeRoot();
   const size_t n = c.size();
+  const size_t features = outFeatureAxes();
+  const size_t first_feature = n - 1 - features;
   const std::vector<IterDomain*> p = producer->logicalNoReductions();
   std::vector<AxisMapping> result;
   if (producer == in()) {
-    mapBatch(p, 1, c, n - 2, result);
+    mapBatch(p, 1, c, first_feature, result);
     result.push_back({p.back(), c[n - 1]});
   } else if (producer == weight()) {
-    result.push_back({p[0], c[n - 2]});
-    result.push_back({p[1], c[n - 1]});
+    for (size_t i = 0; i < features; ++i) {
+      result.push_back({p[i], c[first_feature + i]});
+    }
+    result.push_back({p[features], c[n - 1]});
   } else {
     MDF_CHECK(producer == bias(), producer->toString(), " is not an operand");
-    result.push_back({p[0], c[n - 2]});
+    for (size_t i = 0; i < features; ++i) {
+      result.push_back({p[i], c[first_feature + i]});
+    }
   }
   return result;
 }
@@ -141,40 +152,51 @@ TensorView* linear(TensorView* in, TensorView* weight, TensorView* bias) {
       !in_ids.empty(),
       "linear: input must have at least 1 dimension, got a 0-dimensional ",
       in->toString());
+  // [out_features, in_features], or out_features split in two, [A, B,
+  // in_features] (nvfuser_direct's form of a weight whose out_features are
+  // split across devices): the output has an axis per out_features axis.
   MDF_USER_CHECK(
-      w_ids.size() == 2,
-      "linear: weight must be 2-dimensional [out_features, in_features], "
-      "got ",
+      w_ids.size() == 2 || w_ids.size() == 3,
+      "linear: weight must be 2-dimensional [out_features, in_features] or "
+      "3-dimensional [A, B, in_features] (out_features split in two), got ",
       w_ids.size(),
       " dimensions in ",
       weight->toString());
+  const size_t features = w_ids.size() - 1;
   checkSameDtype(in, weight, "linear");
   checkMatmulDtype(in, "linear");
   ops::requireEqualExtents(
       in_ids.back()->extent(),
-      w_ids[1]->extent(),
-      "linear: in_features of the input (last axis) and of the weight (axis "
-      "1)");
+      w_ids.back()->extent(),
+      "linear: in_features of the input (last axis) and of the weight (its "
+      "last axis)");
   if (bias != nullptr) {
     const std::vector<IterDomain*> b_ids = bias->logicalNoReductions();
     MDF_USER_CHECK(
-        b_ids.size() == 1,
-        "linear: bias must be 1-dimensional [out_features], got ",
+        b_ids.size() == features,
+        "linear: bias must have the weight's out_features axes (",
+        features,
+        "), got ",
         b_ids.size(),
         " dimensions in ",
         bias->toString());
     checkSameDtype(in, bias, "linear");
-    ops::requireEqualExtents(
-        w_ids[0]->extent(),
-        b_ids[0]->extent(),
-        "linear: out_features of the weight and the bias");
+    for (size_t i = 0; i < features; ++i) {
+      ops::requireEqualExtents(
+          w_ids[i]->extent(),
+          b_ids[i]->extent(),
+          "linear: out_features axis " + std::to_string(i) +
+              " of the weight and the bias");
+    }
   }
 
   std::vector<IterDomain*> out_ids;
   for (size_t i = 0; i + 1 < in_ids.size(); ++i) {
     out_ids.push_back(ops::freshAxis(in_ids[i], in_ids[i]->iterType()));
   }
-  out_ids.push_back(ops::freshAxis(w_ids[0], IterType::Iteration));
+  for (size_t i = 0; i < features; ++i) {
+    out_ids.push_back(ops::freshAxis(w_ids[i], IterType::Iteration));
+  }
   out_ids.push_back(ops::freshAxis(in_ids.back(), IterType::Reduction));
   TensorView* out = ops::newTensor(in->container(), out_ids, in->dtype());
   in->container()

@@ -23,6 +23,8 @@ class LinearOp : public TensorOp {
   TensorView* weight() const;
   // nullptr when there is no bias.
   TensorView* bias() const;
+  // The weight's out_features axes: 1 for [N, K], 2 for [A, B, K].
+  size_t outFeatureAxes() const;
 
   using TensorOp::mapProducerToConsumer;
   std::vector<AxisMapping> mapProducerToConsumer(

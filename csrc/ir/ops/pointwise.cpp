@@ -70,16 +70,6 @@ std::vector<IterDomain*> broadcastShape(
   return out;
 }
 
-std::string kindOf(const Val* val) {
-  if (dynamic_cast<const TensorView*>(val) != nullptr) {
-    return "tensor";
-  }
-  if (dynamic_cast<const Literal*>(val) != nullptr) {
-    return "scalar";
-  }
-  return "extent";
-}
-
 // Builds `out = type(operands)` with `dtype`, or the promoted dtype when
 // `dtype` is Null.
 TensorView* build(
@@ -123,11 +113,14 @@ TensorView* build(
         operands[i]->toString(),
         "; cast it first");
   }
-  MDF_TYPE_CHECK(
-      !tensors.empty(),
-      info.name,
-      ": at least one operand must be a tensor, got ",
-      operands.size() == 1 ? "a " + kindOf(operands[0]) : "only scalars");
+  // Scalars alone: a 0-dimensional tensor holding the result, their dtypes
+  // promoted as tensors' are (nvfuser_direct's scalar operations, such as
+  // the reciprocal of a scalar input, feed tensor operations as such).
+  const bool scalars_only = tensors.empty();
+  if (scalars_only) {
+    promotion.tensors = std::move(promotion.literals);
+    promotion.literals.clear();
+  }
 
   const DataType promoted = resultType(promotion, PromotionKind::kDefault);
   MDF_TYPE_CHECK(
@@ -157,11 +150,13 @@ TensorView* build(
   if (dtype == DataType::Null) {
     dtype = resultType(promotion, info.promotion);
   }
+  IrContainer* container = operands.front()->container();
   TensorView* out = ops::newTensor(
-      tensors.front()->container(), broadcastShape(tensors, info.name), dtype);
-  tensors.front()
-      ->container()
-      ->create<PointwiseOp>(type, out, std::move(operands))
+      container,
+      scalars_only ? std::vector<IterDomain*>{}
+                   : broadcastShape(tensors, info.name),
+      dtype);
+  container->create<PointwiseOp>(type, out, std::move(operands))
       ->registerAsDefinition();
   return out;
 }

@@ -78,17 +78,45 @@ TEST(Linear, OperandErrors) {
   TensorView* in = fusion.defineTensor({2, 8}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({4, 8}, {}, DataType::Float);
   TensorView* scalar = fusion.defineTensor({}, {}, DataType::Float);
-  TensorView* w3 = fusion.defineTensor({4, 8, 1}, {}, DataType::Float);
+  TensorView* w4 = fusion.defineTensor({2, 2, 1, 8}, {}, DataType::Float);
   TensorView* half_w = fusion.defineTensor({4, 8}, {}, DataType::Half);
   EXPECT_TYPE_ERROR(linear(nullptr, w), "linear: input must be a tensor");
   EXPECT_TYPE_ERROR(linear(in, nullptr), "linear: weight must be a tensor");
   EXPECT_VALUE_ERROR(linear(scalar, w), "input must have at least 1 dimension");
   EXPECT_VALUE_ERROR(
-      linear(in, w3), "weight must be 2-dimensional [out_features, in_fe");
+      linear(in, w4),
+      "weight must be 2-dimensional [out_features, in_features] or "
+      "3-dimensional [A, B, in_features] (out_features split in two), got 4");
   EXPECT_TYPE_ERROR(
       linear(in, half_w),
       "linear: operands must have the same dtype, got Float for "
       "T0_g_float[iS0{2}, iS1{8}] and Half for T4_g___half");
+}
+
+TEST(Linear, AWeightSplitInTwoGivesAnOutputAxisEach) {
+  // weight [A, B, K]: out [..., A, B, rK], whose A and B map to the
+  // weight's and the bias's first two axes.
+  Fusion fusion;
+  TensorView* in = fusion.defineTensor({5, 8}, {}, DataType::Float);
+  TensorView* w = fusion.defineTensor({2, 3, 8}, {}, DataType::Float);
+  TensorView* b = fusion.defineTensor({2, 3}, {}, DataType::Float);
+  TensorView* out = linear(in, w, b);
+  EXPECT_EQ(out->toString(), "T3_g_float[iS7{5}, iS8{2}, iS9{3}, rS10{8}]");
+  const auto* op = static_cast<const LinearOp*>(out->definition());
+  EXPECT_EQ(op->outFeatureAxes(), 2u);
+  const std::vector<AxisMapping> from_w = op->mapProducerToConsumer(w, out);
+  ASSERT_EQ(from_w.size(), 3u);
+  EXPECT_EQ(from_w[0].consumer, out->maybeRoot()[1]);
+  EXPECT_EQ(from_w[1].consumer, out->maybeRoot()[2]);
+  EXPECT_EQ(from_w[2].consumer, out->maybeRoot()[3]);
+  const std::vector<AxisMapping> from_b = op->mapProducerToConsumer(b, out);
+  ASSERT_EQ(from_b.size(), 2u);
+  EXPECT_EQ(from_b[1].producer, b->logical()[1]);
+  EXPECT_EQ(from_b[1].consumer, out->maybeRoot()[2]);
+  const std::vector<AxisMapping> from_in = op->mapProducerToConsumer(in, out);
+  ASSERT_EQ(from_in.size(), 2u);
+  EXPECT_EQ(from_in[0].consumer, out->maybeRoot()[0]);
+  EXPECT_EQ(from_in[1].consumer, out->maybeRoot()[3]);
 }
 
 TEST(Linear, StaticInFeaturesMismatchIsAValueError) {
@@ -97,8 +125,8 @@ TEST(Linear, StaticInFeaturesMismatchIsAValueError) {
   TensorView* w = fusion.defineTensor({4, 16}, {}, DataType::Float);
   EXPECT_VALUE_ERROR(
       linear(in, w),
-      "linear: in_features of the input (last axis) and of the weight (axis "
-      "1) must match, got 8 and 16");
+      "linear: in_features of the input (last axis) and of the weight (its "
+      "last axis) must match, got 8 and 16");
 }
 
 TEST(Linear, SymbolicInFeaturesMismatchRecordsAnExtentConstraint) {
@@ -125,10 +153,13 @@ TEST(Linear, BiasErrors) {
   TensorView* b2 = fusion.defineTensor({4, 1}, {}, DataType::Float);
   TensorView* b5 = fusion.defineTensor({5}, {}, DataType::Float);
   TensorView* half_b = fusion.defineTensor({4}, {}, DataType::Half);
-  EXPECT_VALUE_ERROR(linear(in, w, b2), "bias must be 1-dimensional");
+  EXPECT_VALUE_ERROR(
+      linear(in, w, b2),
+      "bias must have the weight's out_features axes (1), got 2 dimensions");
   EXPECT_VALUE_ERROR(
       linear(in, w, b5),
-      "out_features of the weight and the bias must match, got 4 and 5");
+      "out_features axis 0 of the weight and the bias must match, got 4 and "
+      "5");
   EXPECT_TYPE_ERROR(linear(in, w, half_b), "must have the same dtype");
 }
 

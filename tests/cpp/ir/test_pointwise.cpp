@@ -206,18 +206,30 @@ TEST(Pointwise, DtypesTorchRefusesAreTypeErrors) {
       cast(i, DataType::Null), "cast: the target dtype must not be Null");
 }
 
+TEST(Pointwise, ScalarsAloneGiveAZeroDimensionalTensor) {
+  // As nvfuser_direct's scalar operations: the result of scalars alone is
+  // 0-dimensional, their dtypes promoted as tensors' (a Double stays
+  // Double, an Int under exp becomes Float).
+  Fusion fusion;
+  auto* half = fusion.create<Literal>(DataType::Double);
+  auto* one = fusion.create<Literal>(int64_t{1}, DataType::Int);
+  TensorView* r = unaryOp(OpType::Reciprocal, half);
+  EXPECT_TRUE(r->logicalNoReductions().empty());
+  EXPECT_EQ(r->dtype(), DataType::Double);
+  EXPECT_EQ(binaryOp(OpType::Add, one, one)->dtype(), DataType::Int);
+  EXPECT_EQ(unaryOp(OpType::Exp, one)->dtype(), DataType::Float);
+  TensorView* x = fusion.defineTensor({2, 3}, {}, DataType::BFloat16);
+  // A 0-dimensional tensor does not promote a tensor with dimensions.
+  TensorView* y = binaryOp(OpType::Mul, x, r);
+  EXPECT_EQ(y->dtype(), DataType::BFloat16);
+  EXPECT_EQ(y->logicalNoReductions().size(), 2);
+}
+
 TEST(Pointwise, OperandErrors) {
   Fusion fusion;
   Fusion other;
   TensorView* x = fusion.defineTensor({2}, {}, DataType::Float);
   TensorView* y = other.defineTensor({2}, {}, DataType::Float);
-  auto* one = fusion.create<Literal>(int64_t{1}, DataType::Int);
-  EXPECT_TYPE_ERROR(
-      binaryOp(OpType::Add, one, one),
-      "add: at least one operand must be a tensor, got only scalars");
-  EXPECT_TYPE_ERROR(
-      unaryOp(OpType::Exp, one),
-      "exp: at least one operand must be a tensor, got a scalar");
   EXPECT_TYPE_ERROR(
       binaryOp(OpType::Add, x, nullptr),
       "add: operand 1 must be a tensor or a scalar, got None");
