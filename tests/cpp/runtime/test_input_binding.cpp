@@ -128,8 +128,8 @@ TEST_F(InputBindingTest, SymbolicExtentsAnOperationEquatesMustAgree) {
   bindInputs(fusion, {at::zeros({2, 5}), at::zeros({3, 5})}, comm);
   EXPECT_VALUE_ERROR(
       bindInputs(fusion, {at::zeros({2, 5}), at::zeros({3, 4})}, comm),
-      "in_features of the input (last axis) and of the weight (axis 1) must "
-      "match, got 5 and 4");
+      "in_features of the input (last axis) and of the weight (its last "
+      "axis) must match, got 5 and 4");
 }
 
 } // namespace
