@@ -119,7 +119,7 @@ def test_a_stream_split_of_the_axis_a_linear_reduces_is_a_value_error():
 def test_linear_in_features_mismatch_is_a_value_error():
     with pytest.raises(
         ValueError,
-        match=r"linear: in_features of the input \(last axis\) and of the weight \(axis 1\) "
+        match=r"linear: in_features of the input \(last axis\) and of the weight \(its last axis\) "
         "must match, got 8 and 6",
     ):
         run1(
