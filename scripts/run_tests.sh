@@ -8,9 +8,9 @@
 #   3. the compiler stages again under AddressSanitizer and UBSan;
 #   4. pytest in one process (tests/python, multidevice tests at d = 1);
 #   5. the multi-process pytest: tests/python/multidevice under mpirun -np 8
-#      (oversubscribed where the machine has fewer cores), -np 4, -np 2,
-#      then -np 1, and the ring decompositions under -np 3 (a ring of odd
-#      length).
+#      (oversubscribed where the machine has fewer cores), -np 4, -np 3 (a
+#      world that is no power of two, rings of odd length), -np 2, then
+#      -np 1.
 # On a machine without GPUs everything runs on CPU tensors with Gloo; the
 # GPU-only tests skip.
 set -euo pipefail
@@ -58,13 +58,9 @@ run_pytest "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
 
 mpi_args=(--oversubscribe --timeout 900 -x MDFUSER_TIMEOUT_S=120)
 [ "$(id -u)" -ne 0 ] || mpi_args+=(--allow-run-as-root)
-for np in 8 4 2 1; do
+for np in 8 4 3 2 1; do
   step "pytest tests/python/multidevice under mpirun -np $np"
   run_pytest mpirun "${mpi_args[@]}" -np "$np" -x MDFUSER_PORT=$((29700 + np)) \
     "$PYTHON" -m pytest tests/python/multidevice -q -p no:cacheprovider
 done
-step "pytest of the ring decompositions under mpirun -np 3"
-run_pytest mpirun "${mpi_args[@]}" -np 3 -x MDFUSER_PORT=29703 \
-  "$PYTHON" -m pytest tests/python/multidevice/test_ring_decomposition.py -q -p no:cacheprovider
-
 step "all checks passed"

@@ -159,19 +159,17 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
     torchrun --nproc-per-node 2 --master-port 29398 \
     -m pytest tests/python/multidevice/test_cuda_backend.py "${MULTI_PYTEST[@]}"
   # World sizes above the GPU count, processes sharing the GPUs (NCCL
-  # refuses that, so its tests skip, naming why): at 4, the multidevice
-  # suite; at 3, the rings of odd length (the tests written for any world
-  # size).
+  # refuses that, so its tests skip, naming why): the multidevice suite at
+  # 4 and at 3 (a world that is no power of two, rings of odd length).
   if [ "$NGPU" -lt 4 ]; then
     step pytest_shared_gpus_np4 300 env MDFUSER_SHARE_DEVICES=1 \
       torchrun --nproc-per-node 4 --master-port 29394 \
       -m pytest tests/python/multidevice "${MULTI_PYTEST[@]}" -o timeout=90
   fi
   if [ "$NGPU" -lt 3 ]; then
-    step pytest_shared_gpus_np3 240 env MDFUSER_SHARE_DEVICES=1 \
+    step pytest_shared_gpus_np3 300 env MDFUSER_SHARE_DEVICES=1 \
       torchrun --nproc-per-node 3 --master-port 29393 \
-      -m pytest tests/python/multidevice/test_ring_decomposition.py \
-      "${MULTI_PYTEST[@]}" -o timeout=90
+      -m pytest tests/python/multidevice "${MULTI_PYTEST[@]}" -o timeout=90
   fi
   for n in 2 4 8; do
     [ "$NGPU" -ge "$n" ] || continue
