@@ -6,6 +6,8 @@ multidevice/test_cuda_backend.py)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -69,6 +71,35 @@ def test_scalar_inputs_are_part_of_what_a_graph_is_kept_for():
     # 2.0: run, capture (replayed at once), replay; 0.5: the same; 2.0
     # again: replay its graph.
     assert stats(fd) == (2, 2, 5)
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@needs_gpu
+def test_a_scalar_new_at_every_call_keeps_memory_flat():
+    """A value new at every call (a dropout seed per training step) runs the
+    statements, never captures a graph per value: after 1,000 calls, host
+    and device memory are where they were after the first 20."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        a = fd.define_scalar(None, dtype=DataType.Double)
+        fd.add_output(fd.ops.mul(fd.ops.relu(x), a))
+    x = torch.randn(256, 256, device="cuda")
+    for step in range(1000):
+        out = fd.execute([x, float(step)], _enable_options=GRAPHS)[0]
+        if step % 97 == 0:
+            assert torch.equal(out, torch.relu(x) * float(step)), step
+        del out
+        if step == 19:
+            torch.cuda.synchronize()
+            device_before, host_before = torch.cuda.memory_allocated(), resident_bytes()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - device_before < 2**20
+    assert resident_bytes() - host_before < 16 * 2**20
+    assert stats(fd) == (1000, 0, 0)
 
 
 @needs_gpu
