@@ -452,3 +452,33 @@ def test_a_test_that_fails_on_one_rank_leaves_the_next_test_clean(tmp_path):
                 "(0 1 2): rank 2 failed: test test_child.py::test_first failed: AssertionError: "
                 "rank 2's check fails"
             ) in result.stdout, result.stdout
+
+
+def test_a_machine_model_never_published_ends_the_wait_within_the_timeout():
+    """The rank that claims the machine model never publishes it: the
+    other's wait for it ends at the timeout with a TimeoutError naming its
+    rank and what it waited for."""
+    code = (
+        "import sys, time\n"
+        "from mdfuser.multidevice import Communicator\n"
+        "comm = Communicator.instance()\n"
+        "if comm._claim_once('machine_model/cpu'):\n"
+        "    time.sleep(6)\n"
+        "    sys.exit(0)\n"
+        "try:\n"
+        "    comm._await_published('machine_model/cpu', 'reading the cpu machine model')\n"
+        "except TimeoutError as e:\n"
+        "    print(e)\n"
+        "    sys.exit(3)\n"
+    )
+    start = time.monotonic()
+    results = run_world(code, 2, {"MDFUSER_TIMEOUT_S": "3"}, timeout=60)
+    codes = sorted(r.returncode for r in results)
+    assert codes == [0, 3], [(r.returncode, r.stdout, r.stderr) for r in results]
+    waiter = [r for r in results if r.returncode == 3][0]
+    rank = results.index(waiter)
+    assert (
+        f"rank {rank} waited 3 s in reading the cpu machine model, but the rank that measures "
+        "it did not publish it"
+    ) in waiter.stdout, waiter.stdout
+    assert time.monotonic() - start < 30
