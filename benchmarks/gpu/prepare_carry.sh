@@ -3,7 +3,7 @@
 #
 # Fills .carry/ (ignored by git) with what the GPU machines lack and
 # benchmarks/gpu/run.sh needs: GoogleTest's sources and Gloo's headers, both
-# from this machine's Debian packages. Pass `.carry` in the device tool's
+# from this machine's Debian packages, and the wheels of pytest-benchmark. Pass `.carry` in the device tool's
 # carry list. It installs nothing: scripts/setup.sh installs the packages
 # (running it from here would also point the machine's editable mdfuser
 # install at this checkout, which other checkouts on the machine share).
@@ -16,4 +16,7 @@ rm -rf "$ROOT/.carry"
 mkdir -p "$ROOT/.carry/gloo-include"
 cp -r /usr/src/googletest "$ROOT/.carry/googletest"
 cp -r /usr/include/gloo "$ROOT/.carry/gloo-include/"
+# pytest-benchmark and its dependencies, as wheels for the GPU machines.
+python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
+  -d "$ROOT/.carry/wheels" pytest-benchmark
 du -sh "$ROOT/.carry"

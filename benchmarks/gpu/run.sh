@@ -136,6 +136,12 @@ step configure 300 cmake -S "$ROOT" -B "$ROOT/build-gpu" -G Ninja \
   -DMDFUSER_GLOO_INCLUDE_DIR="$ROOT/.carry/gloo-include" \
   -DTORCH_CUDA_ARCH_LIST=9.0a
 step build 400 cmake --build "$ROOT/build-gpu" -j "$(nproc)"
+# pytest-benchmark, from the wheels prepare_carry.sh carries (the machine
+# reaches no package index).
+if ! "$PYTHON" -c "import pytest_benchmark" 2>/dev/null; then
+  step pytest_benchmark_wheels 60 "$PYTHON" -m pip install -q --no-index \
+    --find-links "$ROOT/.carry/wheels" pytest-benchmark
+fi
 step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s|torch_python'"
 
 # --- tests -----------------------------------------------------------------
@@ -183,6 +189,11 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
       "${MULTI_PYTEST[@]}" -o timeout=60
     step "example_blocks_torchrun_$n" 90 torchrun --nproc-per-node "$n" \
       --master-port $((29420 + n)) examples/transformer_blocks.py
+    # The overlap benchmarks as pytest-benchmark tests, launched as
+    # nvFuser's multidevice tests are (--only-mpi); their JSON in $OUT.
+    step "pytest_benchmarks_torchrun_$n" 300 torchrun --nproc-per-node "$n" \
+      --master-port $((29430 + n)) -m pytest tests/python/multidevice/test_overlap_benchmarks.py \
+      --only-mpi -k benchmark "${MULTI_PYTEST[@]}" --benchmark-json "$OUT/pytest_benchmarks_d$n.json"
   done
 fi
 if [ "$SANITIZER" -eq 1 ]; then
