@@ -32,7 +32,7 @@ struct MachineModel {
 };
 
 // The stream chunk count mdfuser chose, and the time its model gave for
-// each count it tried (printed by NVFUSER_DUMP=stream_chunks).
+// each count it tried (printed with NVFUSER_DUMP=host_ir or fusion_ir).
 struct ChunkChoice {
   int64_t count = 1;
   std::vector<std::pair<int64_t, double>> seconds;

@@ -121,8 +121,8 @@ class Communicator {
 
   // A value one rank computes for the whole job (the machine model): the
   // first rank to claim `key` gets true, computes it and publishes it; the
-  // others read it, waiting for it up to the timeout (a user of the value
-  // that waits longer names `operation` and the rank that claimed it).
+  // others read it, waiting for it up to the timeout (then a TimeoutError
+  // naming this rank and `operation`).
   // Without peers, claims always succeed and nothing is stored.
   bool claimOnce(const std::string& key);
   void publish(const std::string& key, const std::string& value);
@@ -170,7 +170,7 @@ class Communicator {
   // second or more), it says so, about once a second, and withdraws it when
   // the wait ends (clearStuck): a rank whose run failed alone, and who
   // waits for its peers to read its error, then knows they will not (they
-  // run a collective that waits for it instead). Never throw.
+  // run a collective that waits for it instead). Never throws.
   // `run` is the token of the run the wait belongs to (FusionExecutorCache).
   void noteStuck(const std::vector<int64_t>& peers, uint64_t run);
   void clearStuck();

@@ -210,7 +210,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   const c10::Device device = programDevice(definition_, inputs);
   checkDeviceSupport(definition_, device);
   std::unique_ptr<Fusion> fusion = definition_.clone();
-  if (!chosenSplits(*fusion).empty()) {
+  if (choosesStreamChunks(definition_)) {
     const ChunkChoice choice =
         chooseChunkCount(definition_, inputs, communicator, device);
     chooseStreamChunks(*fusion, choice.count);

@@ -60,15 +60,19 @@ ChunkChoice chooseChunkCount(
       device_type,
       " device; mdfuser.calibration.ensure_machine_model sets it (execute "
       "calls it)");
-  // The extents each split divides, from a compilation of one chunk.
-  std::unique_ptr<Fusion> probe = definition.clone();
-  const std::vector<const Split*> splits = chosenSplits(*probe);
-  chooseStreamChunks(*probe, 1);
-  runFusionPasses(probe.get());
-  const ScalarEvaluator probe_extents =
-      bindInputs(*probe, inputs, communicator);
-  std::vector<std::pair<int64_t, double>> seconds;
-  for (int64_t count : candidateChunkCounts(splits, probe_extents)) {
+  // One chunk, the first count tried, gives the extents each split
+  // divides.
+  std::unique_ptr<Fusion> one = definition.clone();
+  const std::vector<const Split*> splits = chosenSplits(*one);
+  chooseStreamChunks(*one, 1);
+  runFusionPasses(one.get());
+  const ScalarEvaluator one_extents = bindInputs(*one, inputs, communicator);
+  std::vector<std::pair<int64_t, double>> seconds = {
+      {1, estimateStreamSeconds(*one, one_extents, *model, 1)}};
+  for (int64_t count : candidateChunkCounts(splits, one_extents)) {
+    if (count == 1) {
+      continue;
+    }
     std::unique_ptr<Fusion> fusion = definition.clone();
     chooseStreamChunks(*fusion, count);
     try {
