@@ -368,10 +368,9 @@ std::vector<at::Tensor> FusionExecutorCache::runOrThrow(
   try {
     checkScalarInputs(definition_, scalars);
   } catch (const UserError& e) {
-    const std::vector<std::vector<int64_t>> teams =
-        agreementTeams(definition_, communicator.rank(), communicator.size());
-    error_agreed_ =
-        teams.empty() || shareError(communicator, teams, e, runToken(runs_));
+    // Shared, or reported as this rank's failure, there.
+    failBeforeRun(communicator, e);
+    error_agreed_ = true;
     throw;
   }
   const uint64_t rng_base = runToken(runs_++);
