@@ -12,7 +12,7 @@
 #
 #   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
 #                         [--sanitizer] [--sizes H,T] [--blocks] [--rings] [--balanced]
-#                         [--skip-1proc]
+#                         [--skip-1proc] [--skip-faults] [--world-sizes "2 4"]
 #
 # The tests and the benchmarks run at every world size of 2, 4 and 8 the
 # machine has GPUs for; --high-priority repeats each row-parallel benchmark
@@ -38,7 +38,13 @@
 # mdfuser_cuda, mdfuser_cuda_graph).
 #
 # --skip-1proc runs, of the one-process pytest suite, only the GPU fault
-# tests (about 3 minutes less).
+# and CUDA-graph tests (about 3 minutes less).
+#
+# --skip-faults skips the one-process steps altogether.
+#
+# --world-sizes limits the torchrun steps (tests, benchmarks, blocks, rings)
+# to the world sizes listed (default "2 4 8", each where the machine has
+# the GPUs).
 #
 # --balanced adds, at d = 2, the row-parallel benchmark at h = 1024,
 # t = 65536, where the GEMM and the allreduce alone take about as long.
@@ -63,6 +69,8 @@ BLOCKS=0
 RINGS=0
 BALANCED=0
 SKIP_1PROC=0
+SKIP_FAULTS=0
+WORLD_SIZES="2 4 8"
 H=8192
 T=8192
 while [ $# -gt 0 ]; do
@@ -76,7 +84,9 @@ while [ $# -gt 0 ]; do
     --rings) RINGS=1 ;;
     --balanced) BALANCED=1 ;;
     --skip-1proc) SKIP_1PROC=1 ;;
+    --skip-faults) SKIP_FAULTS=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
+    --world-sizes) WORLD_SIZES=$2; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -151,13 +161,17 @@ step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s
 MULTI_PYTEST=(-q -p no:cacheprovider --tb=native)
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
-  if [ "$SKIP_1PROC" -eq 0 ]; then
+  if [ "$SKIP_FAULTS" -eq 1 ]; then
+    : # neither the one-process suite nor its GPU fault tests
+  elif [ "$SKIP_1PROC" -eq 0 ]; then
     step pytest_1proc 400 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider
     step example_blocks_1proc 90 "$PYTHON" examples/transformer_blocks.py
   else
-    # Of the one-process suite, only the GPU fault tests (child jobs).
-    step pytest_gpu_faults 180 "$PYTHON" -m pytest tests/python/test_gpu_rank_faults.py \
-      tests/python/test_cuda_backend_faults.py tests/python/test_cuda_execute.py -q -p no:cacheprovider
+    # Of the one-process suite, only the GPU fault tests (child jobs) and
+    # the CUDA graphs' (their cache bounded under changing scalars).
+    step pytest_gpu_faults_graphs 240 "$PYTHON" -m pytest tests/python/test_gpu_rank_faults.py \
+      tests/python/test_cuda_backend_faults.py tests/python/test_cuda_execute.py \
+      tests/python/test_cuda_graphs.py -q -p no:cacheprovider
   fi
   # The CUDA backend with two processes sharing GPU 0: its rings, their
   # steady state and its bounds, on any machine (NCCL cannot share a GPU).
@@ -177,11 +191,12 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
       torchrun --nproc-per-node 3 --master-port 29393 \
       -m pytest tests/python/multidevice "${MULTI_PYTEST[@]}" -o timeout=90
   fi
-  for n in 2 4 8; do
+  for n in $WORLD_SIZES; do
     [ "$NGPU" -ge "$n" ] || continue
-    step "pytest_torchrun_$n" 240 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
+    # About 1,100 tests a rank; the slowest named at the end.
+    step "pytest_torchrun_$n" 480 torchrun --nproc-per-node "$n" --master-port $((29400 + n)) \
       -m pytest tests/python/multidevice "${MULTI_PYTEST[@]}" \
-      --ignore-glob='*/test_transformer_*'
+      --ignore-glob='*/test_transformer_*' -o timeout=60 --durations=25
     # The transformer blocks on their own, so that the summary tells them
     # apart; a stuck test fails after 60 s instead of holding the step.
     step "pytest_blocks_torchrun_$n" 240 torchrun --nproc-per-node "$n" \
@@ -189,11 +204,6 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
       "${MULTI_PYTEST[@]}" -o timeout=60
     step "example_blocks_torchrun_$n" 90 torchrun --nproc-per-node "$n" \
       --master-port $((29420 + n)) examples/transformer_blocks.py
-    # The overlap benchmarks as pytest-benchmark tests, launched as
-    # nvFuser's multidevice tests are (--only-mpi); their JSON in $OUT.
-    step "pytest_benchmarks_torchrun_$n" 300 torchrun --nproc-per-node "$n" \
-      --master-port $((29430 + n)) -m pytest tests/python/multidevice/test_overlap_benchmarks.py \
-      --only-mpi -k benchmark "${MULTI_PYTEST[@]}" --benchmark-json "$OUT/pytest_benchmarks_d$n.json"
   done
 fi
 if [ "$SANITIZER" -eq 1 ]; then
@@ -244,10 +254,10 @@ if [ "$SWEEP" -eq 1 ]; then
 fi
 if [ "$SKIP_BENCH" -eq 0 ]; then
   largest=0
-  for n in 2 4 8; do
+  for n in $WORLD_SIZES; do
     [ "$NGPU" -lt "$n" ] || largest=$n
   done
-  for n in 2 4 8; do
+  for n in $WORLD_SIZES; do
     [ "$NGPU" -ge "$n" ] || continue
     # Profiler traces of the largest world size only.
     trace=()
@@ -256,6 +266,11 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
       --json "$OUT/row_parallel_linear_d$n.json" "${trace[@]}"
     pack_traces
+    # The overlap benchmarks as pytest-benchmark tests, launched as
+    # nvFuser's multidevice tests are (--only-mpi); their JSON in $OUT.
+    step "pytest_benchmarks_torchrun_$n" 300 torchrun --nproc-per-node "$n" \
+      --master-port $((29430 + n)) -m pytest tests/python/multidevice/test_overlap_benchmarks.py \
+      --only-mpi -k benchmark "${MULTI_PYTEST[@]}" --benchmark-json "$OUT/pytest_benchmarks_d$n.json"
     # The balanced shape of d = 2, where the GEMM and the allreduce alone
     # take about as long (doc/benchmarks.md).
     if [ "$n" -eq 2 ] && [ "$BALANCED" -eq 1 ]; then
@@ -275,7 +290,7 @@ fi
 if [ "$BLOCKS" -eq 1 ]; then
   # On a machine of one GPU the blocks run at d = 1: no communication, but
   # the compute path and the host overhead against torch's.
-  sizes="2 4 8"
+  sizes=$WORLD_SIZES
   [ "$NGPU" -ge 2 ] || sizes=1
   # With --rings the blocks also time their ring decompositions (NCCL and
   # the CUDA backend).
@@ -305,7 +320,7 @@ if [ "$RINGS" -eq 1 ]; then
     step ring_host_time 300 env MDFUSER_SHARE_DEVICES=1 torchrun --nproc-per-node 2 \
       --master-port 29790 benchmarks/gpu/ring_host_time.py --breakdown --json "$OUT/ring_host_time.json"
   fi
-  for n in 2 4 8; do
+  for n in $WORLD_SIZES; do
     [ "$NGPU" -ge "$n" ] || continue
     i=0
     for shape in default k2048; do

@@ -9,6 +9,7 @@ of one device. Tests that need more devices skip.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -172,6 +173,22 @@ def pytest_runtest_makereport(item, call):
     if comm.size() > 1 and not comm.stopped():
         error = call.excinfo.exconly().splitlines()[0][:300]
         comm.report_failure(f"test {item.nodeid} failed: {error}")
+
+
+def pytest_runtest_logreport(report):
+    """A failure is printed on this rank's stderr as soon as its test ends,
+    not only in pytest's summary at the end of the session: a job that a
+    launcher or a time limit stops later still shows which test failed on
+    which rank, and why."""
+    if not report.failed:
+        return
+    rank = Communicator.instance().rank()
+    text = report.longreprtext
+    lines = text.splitlines()
+    if len(lines) > 50:
+        text = "\n".join(["...", *lines[-50:]])
+    sys.stderr.write(f"\n[rank {rank}] FAILED {report.nodeid} ({report.when}):\n{text}\n")
+    sys.stderr.flush()
 
 
 @pytest.fixture(scope="session")

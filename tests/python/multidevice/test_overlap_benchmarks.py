@@ -61,6 +61,21 @@ def timed(benchmark, test, fn):
     return benchmark.pedantic(call, rounds=20, warmup_rounds=3, iterations=1)
 
 
+def global_inputs(test, seed: int, *shapes: tuple[int, ...], dtype: torch.dtype):
+    """The same global tensors on every rank, drawn on the rank's device
+    (drawing and checking 8192 x 32768 operands on the host would take
+    minutes)."""
+    g = torch.Generator(test.device).manual_seed(seed)
+    return [torch.randn(*shape, generator=g, device=test.device).to(dtype) for shape in shapes]
+
+
+def reference_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """torch's linear of the same global inputs, in float64 on the CPU and
+    float32 on GPUs."""
+    wide = torch.float64 if x.device.type == "cpu" else torch.float32
+    return torch.nn.functional.linear(x.to(wide), w.to(wide))
+
+
 def close(got: torch.Tensor, want: torch.Tensor) -> None:
     tol = 2e-2 if got.dtype == torch.bfloat16 else 1e-4
     torch.testing.assert_close(
@@ -74,13 +89,12 @@ def test_row_parallel_linear_benchmark(bench, benchmark, s):
     test = bench
     h, t, dtype, md_dtype = sizes(test)
     fd = row_parallel_linear(test.size, s, h, dtype=md_dtype)
-    g = torch.Generator().manual_seed(1)
-    inp = torch.randn(t, 4 * h, generator=g).to(dtype)
-    w = torch.randn(h, 4 * h, generator=g).to(dtype)
+    inp, w = global_inputs(test, 1, (t, 4 * h), (h, 4 * h), dtype=dtype)
     inp_tv, w_tv = fd.fusion.inputs()
     args = [test.shard(inp, inp_tv), test.shard(w, w_tv)]
     (out,) = fd.execute(args)
-    close(out.cpu(), torch.nn.functional.linear(inp.double(), w.double()))
+    close(out, reference_linear(inp, w))
+    del inp, w
     timed(benchmark, test, lambda: fd.execute(args))
     benchmark.extra_info.update(
         {"tflops_per_call": 2 * t * 4 * h * h / test.size / 1e12, "world_size": test.size}
@@ -99,13 +113,11 @@ def test_ring_pair_benchmark(bench, benchmark, pair):
     else:
         fd = linear_reduce_scatter(d, 2, n, k, dtype=md_dtype)
         x_shape, w_shape = (t, n), (k, n)
-    g = torch.Generator().manual_seed(2)
-    x = torch.randn(*x_shape, generator=g).to(dtype)
-    w = torch.randn(*w_shape, generator=g).to(dtype)
+    x, w = global_inputs(test, 2, x_shape, w_shape, dtype=dtype)
     x_tv, w_tv = fd.fusion.inputs()
     args = [test.shard(x, x_tv), test.shard(w, w_tv)]
     (out,) = fd.execute(args)
-    want = torch.nn.functional.linear(x.double(), w.double())
-    close(out.cpu(), shard_tensor(want, fd.output_tensors()[0]))
+    close(out, shard_tensor(reference_linear(x, w), fd.output_tensors()[0]))
+    del x, w
     timed(benchmark, test, lambda: fd.execute(args))
     benchmark.extra_info.update({"tflops_per_call": 2 * t * k * n / d / 1e12, "world_size": d})
