@@ -6,6 +6,7 @@
 #include "ir/ops/broadcast.h"
 #include "ir/ops/composite.h"
 #include "ir/ops/creation.h"
+#include "ir/ops/grouped_matmul.h"
 #include "ir/ops/layer_norm.h"
 #include "ir/ops/load_store.h"
 #include "ir/ops/matmul.h"

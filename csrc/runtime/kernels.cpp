@@ -64,6 +64,7 @@
 
 #include "ir/errors.h"
 #include "ir/ops.h"
+#include "runtime/grouped_mm_kernel.h"
 #include "runtime/views.h"
 
 namespace mdfuser {
@@ -683,6 +684,7 @@ constexpr Entry kKernels[] = {
     {OpType::Normal, randomKernel},
     {OpType::Linear, linearKernel},
     {OpType::Matmul, matmulKernel},
+    {OpType::GroupedMm, groupedMmKernel},
     {OpType::SdpaFwd, sdpaFwdKernel},
     {OpType::SdpaBwd, sdpaBwdKernel},
     {OpType::LayerNorm, layerNormKernel},

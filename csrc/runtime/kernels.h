@@ -26,6 +26,9 @@ struct KernelCall {
   // Where uniform and normal without rng_seed draw from: a value the same
   // on every rank and new at each execution (FusionExecutorCache::run).
   uint64_t rng_base = 0;
+  // This process's device: which part of a sharded operand it holds, for
+  // kernels whose result depends on it (grouped_mm).
+  int64_t device = 0;
 };
 
 // Runs `call` through the kernel of its operation type: one ATen call

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <vector>
+
 #include <ATen/core/Tensor.h>
 
+#include "ir/scalar_eval.h"
 #include "ir/tensor_view.h"
 
 namespace mdfuser {
@@ -15,5 +18,17 @@ namespace mdfuser {
 // when the tensor's rank or an extent does not fit tv's splits.
 at::Tensor shardTensor(
     const at::Tensor& tensor, const TensorView* tv, int64_t device);
+
+// The positions along tv's non-reduction logical axis `axis` (of `extent`
+// elements globally) whose elements `device` holds, in order: all of them
+// where the axis is not sharded. `extents` evaluates the extents of the
+// splits. A kernel whose result depends on which part of an operand it
+// holds (grouped_mm's expert-sharded weights) asks this.
+std::vector<int64_t> heldIndices(
+    const TensorView* tv,
+    size_t axis,
+    int64_t extent,
+    int64_t device,
+    const ScalarEvaluator& extents);
 
 } // namespace mdfuser

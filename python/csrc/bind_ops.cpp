@@ -659,6 +659,26 @@ void bindOps(py::module_& m) {
       py::arg("b"),
       kRef);
   m.def(
+      "grouped_mm",
+      [](Fusion& fusion,
+         const py::handle& mat1,
+         const py::handle& mat2,
+         const py::handle& offsets) {
+        return groupedMm(
+            toTensor(fusion, mat1, "grouped_mm", 0),
+            toTensor(fusion, mat2, "grouped_mm", 1),
+            toTensor(fusion, offsets, "grouped_mm", 2));
+      },
+      py::arg("fusion"),
+      py::arg("mat1"),
+      py::arg("mat2"),
+      py::arg("offsets"),
+      kRef,
+      "Grouped matmul (torch._grouped_mm): mat1 [M, K] @ mat2 [G, K, N] -> "
+      "[M, N], mat1 [G, M, K] @ mat2 [K, N] -> [M, N], or mat1 [M, K] @ mat2 "
+      "[K, N] -> [G, M, N], groups cut from the ragged axis by offsets (Int32 "
+      "[G], cumulative ends).");
+  m.def(
       "sdpfa_fwd",
       [](Fusion& fusion,
          const py::handle& query,

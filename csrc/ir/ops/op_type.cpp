@@ -70,6 +70,7 @@ constexpr OpInfo kOpTable[] = {
     {Normal, "normal", OpFamily::kCreation},
     {Linear, "linear", OpFamily::kOther},
     {Matmul, "matmul", OpFamily::kOther},
+    {GroupedMm, "grouped_mm", OpFamily::kOther},
     {SdpaFwd, "sdpfa_fwd", OpFamily::kOther},
     {SdpaBwd, "sdpfa_bwd", OpFamily::kOther},
     {LayerNorm, "layer_norm", OpFamily::kOther},

@@ -75,6 +75,7 @@ enum class OpType {
   // contractions
   Linear,
   Matmul,
+  GroupedMm,
   SdpaFwd,
   SdpaBwd,
   // normalizations: fused by a host pass, never written by users
