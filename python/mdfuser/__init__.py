@@ -21,7 +21,9 @@ from mdfuser._C import (
     TensorView,
     Val,
 )
+from mdfuser.executor_cache import FusionExecutorCache
 from mdfuser.fusion_definition import FusionDefinition
+from mdfuser.lru_cache import LRUCache
 from mdfuser.profiler import PythonProfiler
 
 __all__ = [
@@ -30,7 +32,9 @@ __all__ = [
     "Fusion",
     "FusionDefinition",
     "FusionDefinitionWrapper",
+    "FusionExecutorCache",
     "IterDomain",
+    "LRUCache",
     "MemoryType",
     "ParallelType",
     "PythonProfiler",
