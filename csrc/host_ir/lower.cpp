@@ -13,10 +13,52 @@
 #include "ir/ops.h"
 #include "multidevice/communication_type.h"
 #include "multidevice/sharding.h"
+#include "passes/swizzled_gathers.h"
 
 namespace mdfuser::hir {
 
 namespace {
+
+// The device parallel type along which `op`, a set, gathers a producer
+// whose parts are exactly the output's stream chunks:
+//
+//   x [device{d}, t/d, ...]  --set-->  y [stream{d}, t/d, ...]
+//
+// (the same axis, both outermost outer splits into d parts, d the team's
+// size, y replicated along the device type): stream chunk i is device i's
+// part, which one Broadcast from device i gives every device. nullopt for
+// any other operation.
+std::optional<ParallelType> chunksAreDeviceParts(const TensorOp* op) {
+  const auto* set = dynamic_cast<const LoadStoreOp*>(op);
+  if (set == nullptr) {
+    return std::nullopt;
+  }
+  const TensorView* x = set->in();
+  const TensorView* y = set->out();
+  const ParallelAxis stream =
+      findParallelAxis(y, ParallelType::Stream, y->maybeRoot());
+  if (!stream || !stream.isOuter() || !stream.above.empty() ||
+      !stream.parts()->isConst() || !x->hasDeviceMesh() ||
+      !y->hasDeviceMesh() || !(*x->deviceMesh() == *y->deviceMesh()) ||
+      findParallelAxis(x, ParallelType::Stream, x->logical())) {
+    return std::nullopt;
+  }
+  for (ParallelType pt : kDeviceParallelTypes) {
+    const ParallelAxis p = findParallelAxis(x, pt, x->logical());
+    if (!p || !p.isOuter() || !p.above.empty() || loopAxis(y, pt) != nullptr ||
+        x->deviceMesh()->size(pt) != stream.parts()->value() ||
+        !p.parts()->isConst() ||
+        p.parts()->value() != stream.parts()->value()) {
+      continue;
+    }
+    for (const AxisMapping& m : op->mapProducerToConsumer(x, y)) {
+      if (m.exact && m.producer == p.source && m.consumer == stream.source) {
+        return pt;
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 // Whether `op` reshards a producer along the axis its output splits into
 // stream chunks, where the producer is split across devices and not by
@@ -25,6 +67,9 @@ namespace {
 // than this device's shard, so the resharding runs whole, outside a Stream
 // loop.
 bool reshardsAcrossStreamChunks(const TensorOp* op) {
+  if (chunksAreDeviceParts(op)) {
+    return false; // one Broadcast per chunk, in the loop
+  }
   const TensorView* consumer = op->out();
   ParallelAxis stream =
       findParallelAxis(consumer, ParallelType::Stream, consumer->maybeRoot());
@@ -206,7 +251,15 @@ class Lowerer {
     const bool communication =
         dynamic_cast<const LoadStoreOp*>(op) != nullptr || isDeviceSum(op);
     if (communication && isResharding(op)) {
-      if (ringsWanted() && (deferGatherToRing(op) || lowerReductionRing(op))) {
+      // A swizzled gather (prepareSwizzledGathers) asks for its ring.
+      if ((ringsWanted() || hasSwizzledGather(op->out())) &&
+          deferGatherToRing(op)) {
+        return;
+      }
+      if (ringsWanted() && lowerReductionRing(op)) {
+        return;
+      }
+      if (loop_ != nullptr && lowerChunkBroadcast(op)) {
         return;
       }
       lowerResharding(op);
@@ -215,7 +268,7 @@ class Lowerer {
     if (!onDevice(op->out(), options_.device)) {
       return;
     }
-    if (ringsWanted() && (lowerGatherRing(op) || deferPartialSumsToRing(op))) {
+    if (lowerGatherRing(op) || (ringsWanted() && deferPartialSumsToRing(op))) {
       return;
     }
     std::vector<TensorView*> ins;
@@ -461,6 +514,27 @@ class Lowerer {
   }
 
   // ------------------------------------------------------------ collectives
+
+  // Stream chunk i of a gathered tensor that is device i's part
+  // (chunksAreDeviceParts): a Broadcast from device i of its whole part
+  // into this iteration's chunk, the root changing with the loop index.
+  bool lowerChunkBroadcast(const TensorOp* op) {
+    const std::optional<ParallelType> pt = chunksAreDeviceParts(op);
+    TensorView* producer = op->tensorInputs().front();
+    TensorView* consumer = op->out();
+    if (!pt || !producer->deviceMesh()->has(options_.device)) {
+      return pt.has_value();
+    }
+    CommunicationSpec spec;
+    spec.type = CommunicationType::Broadcast;
+    spec.team = producer->deviceMesh()->team(options_.device, *pt);
+    auto* communication = hic_.create<Communication>(
+        spec, producer, operand(consumer), collectiveBackend());
+    communication->setRootIndex(loop_->loop()->index());
+    scope_->pushBack(communication);
+    scope_->pushBack(hic_.create<Wait>(communication));
+    return true;
+  }
 
   void lowerResharding(const TensorOp* op) {
     TensorView* producer = op->tensorInputs().front();

@@ -218,9 +218,7 @@ Allocate::Allocate(
       shape_(std::move(shape)),
       zero_init_(zero_init) {
   MDF_CHECK(
-      buffer->memoryType() == MemoryType::Global,
-      "views are not allocated: ",
-      buffer->toString());
+      buffer->ownsBuffer(), "views are not allocated: ", buffer->toString());
 }
 
 TensorView* Allocate::buffer() const {
@@ -405,6 +403,16 @@ Communication::Communication(
   }
 }
 
+void Communication::setRootIndex(Scalar* index) {
+  MDF_CHECK(
+      spec_.type == CommunicationType::Broadcast && index != nullptr,
+      "only a Broadcast takes its root at run time");
+  MDF_CHECK(
+      in_ != nullptr && out_ != nullptr,
+      "a Broadcast whose root changes has both buffers on every member");
+  root_index_ = index;
+}
+
 void Communication::reduceInPlace() {
   MDF_CHECK(in_ != nullptr && out_ != nullptr);
   in_ = out_;
@@ -421,7 +429,9 @@ std::string Communication::toString() const {
   if (spec_.receivers != spec_.team) {
     s += ", receivers=" + teamString(spec_.receivers);
   }
-  if (spec_.root.has_value()) {
+  if (root_index_ != nullptr) {
+    s += ", root=team[" + root_index_->toString() + "]";
+  } else if (spec_.root.has_value()) {
     s += ", root=" + std::to_string(*spec_.root);
   }
   if (reduces(spec_.type) && spec_.reduce != ReduceKind::kSum) {

@@ -468,6 +468,13 @@ class Communication : public HostExpr {
   std::optional<int64_t> root() const {
     return spec_.root;
   }
+  // A Broadcast whose root changes at run time: team()[index], the index a
+  // scalar of the enclosing loop (the broadcast-based allgather, one root
+  // per step). nullptr for a fixed root.
+  Scalar* rootIndex() const {
+    return root_index_;
+  }
+  void setRootIndex(Scalar* index);
   // Makes the collective read its output buffer: it reduces in place.
   void reduceInPlace();
 
@@ -482,6 +489,7 @@ class Communication : public HostExpr {
   TensorView* out_;
   CommunicatorBackend backend_;
   TensorView* landing_ = nullptr;
+  Scalar* root_index_ = nullptr;
 };
 
 // The current stream waits for `communication` to finish.

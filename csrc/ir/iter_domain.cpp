@@ -55,12 +55,17 @@ std::string IterDomain::toString() const {
   if (is_rfactor_product_) {
     s += "rf";
   }
+  if (swizzle_.has_value()) {
+    s += " swizzle1d(" + std::string(parallelTypeName(*swizzle_)) + ")";
+  }
   return s;
 }
 
 Statement* IterDomain::cloneInto(IrCloner& cloner) const {
-  return cloner.target()->create<IterDomain>(
+  auto* id = cloner.target()->create<IterDomain>(
       cloner.clone(extent_), iter_type_, parallel_type_, is_rfactor_product_);
+  id->swizzle_ = swizzle_;
+  return id;
 }
 
 Split::Split(

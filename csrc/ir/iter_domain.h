@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,17 @@ class IterDomain : public Val {
     parallel_type_ = parallel_type;
   }
 
+  // The device parallel type of a swizzle1d (TensorView::swizzle1d): the
+  // axis's index i stands for part (i + this device's index along that
+  // mesh axis) mod extent, so that each device starts on a part of its own.
+  // nullopt when the axis is not swizzled.
+  std::optional<ParallelType> swizzle() const {
+    return swizzle_;
+  }
+  void setSwizzle(std::optional<ParallelType> parallel_type) {
+    swizzle_ = parallel_type;
+  }
+
   // A new IterDomain with the same extent and attributes.
   IterDomain* cloneWithoutTransforms() const;
 
@@ -79,6 +91,7 @@ class IterDomain : public Val {
   IterType iter_type_;
   ParallelType parallel_type_;
   bool is_rfactor_product_;
+  std::optional<ParallelType> swizzle_;
 };
 
 // Splits `in` into (outer, inner). An outer split by f makes outer's extent f

@@ -55,6 +55,52 @@ TensorView::TensorView(
   }
 }
 
+std::string_view memoryTypeName(MemoryType type) {
+  switch (type) {
+    case MemoryType::Global:
+      return "global";
+    case MemoryType::Local:
+      return "local";
+    case MemoryType::Symmetric:
+      return "symmetric";
+    case MemoryType::Shared:
+      return "shared";
+    case MemoryType::Tensor:
+      return "tensor";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string_view memoryTypeMark(MemoryType type) {
+  switch (type) {
+    case MemoryType::Local:
+      return "_l_";
+    case MemoryType::Symmetric:
+      return "_sym_";
+    default:
+      return "_g_";
+  }
+}
+
+} // namespace
+
+void TensorView::setMemoryType(MemoryType memory_type) {
+  checkMutable();
+  MDF_USER_CHECK(
+      memory_type == MemoryType::Global || memory_type == MemoryType::Symmetric,
+      "set_memory_type: MemoryType.",
+      memoryTypeName(memory_type),
+      " is not available for ",
+      toString(),
+      ": mdfuser runs every operation as an ATen kernel on buffers of their "
+      "own, which live in global memory (MemoryType.global) or, for the "
+      "CUDA communication backend, in symmetric memory "
+      "(MemoryType.symmetric)");
+  memory_type_ = memory_type;
+}
+
 void TensorView::setStrideOrder(std::vector<int64_t> stride_order) {
   const size_t n = logicalNoReductions().size();
   if (!stride_order.empty()) {
@@ -168,6 +214,38 @@ TensorView* TensorView::splitBy(
   auto [outer, inner] = mdfuser::split(id, factor, inner_split);
   loop_[pos] = inner;
   loop_.insert(loop_.begin() + pos, outer);
+  return this;
+}
+
+TensorView* TensorView::swizzle1d(int64_t axis, ParallelType parallel_type) {
+  checkMutable();
+  MDF_USER_CHECK(
+      isDeviceParallel(parallel_type),
+      "swizzle1d: the parallel type must be a device one (mesh_x, mesh_y or "
+      "mesh_z), whose index on each device decides where it starts; got ",
+      parallelTypeName(parallel_type),
+      " for axis ",
+      axis,
+      " of ",
+      toString());
+  IterDomain* id = loop_[normalizeAxis(axis)];
+  const auto* split = dynamic_cast<const Split*>(id->definition());
+  MDF_USER_CHECK(
+      split != nullptr && split->outer() == id && !split->innerSplit(),
+      "swizzle1d: axis ",
+      axis,
+      " of ",
+      toString(),
+      " must be the outer part of an outer split (outer_split(axis, d)), "
+      "whose extent is the number of parts it swizzles");
+  MDF_USER_CHECK(
+      !id->swizzle().has_value(),
+      "swizzle1d: axis ",
+      axis,
+      " of ",
+      toString(),
+      " is already swizzled");
+  id->setSwizzle(parallel_type);
   return this;
 }
 
@@ -319,7 +397,7 @@ void TensorView::setLoop(std::vector<IterDomain*> loop) {
 
 std::string TensorView::toString() const {
   std::string s = "T" + std::to_string(name()) +
-                  (memory_type_ == MemoryType::Global ? "_g_" : "_l_") +
+                  std::string(memoryTypeMark(memory_type_)) +
                   std::string(typeString(dtype_)) + "[";
   for (size_t i = 0; i < loop_.size(); ++i) {
     if (i > 0) {

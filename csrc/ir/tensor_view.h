@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/base_nodes.h"
@@ -13,10 +14,19 @@
 
 namespace mdfuser {
 
-// Where a tensor's buffer lives: global for buffers of their own, local for
-// views into another tensor's buffer (ShardByStream). Printed as the "g" or
-// "l" in T0_g___bfloat.
-enum class MemoryType { Global, Local };
+// Where a tensor's buffer lives, printed after its name (T0_g___bfloat):
+//  - Global ("g"): a buffer of its own, in device (or host) memory;
+//  - Local ("l"): a view into another tensor's buffer (ShardByStream);
+//  - Symmetric ("sym"): a buffer of its own that the user placed in
+//    symmetric memory (set_memory_type). The CUDA communication backend
+//    allocates it there, shared with the tensor's mesh; elsewhere (Gloo,
+//    NCCL) it is an ordinary buffer;
+//  - Shared, Tensor: the kernel memories of the reference system's
+//    generated kernels. mdfuser runs ATen kernels on buffers of their own
+//    and has neither; setMemoryType refuses them.
+enum class MemoryType { Global, Local, Symmetric, Shared, Tensor };
+
+std::string_view memoryTypeName(MemoryType type);
 
 // A tensor in a fusion, described with global shapes. Three domains:
 //  - root: only for rFactored tensors, the domain before the rFactor;
@@ -39,6 +49,14 @@ class TensorView : public Val {
   MemoryType memoryType() const {
     return memory_type_;
   }
+  // Whether the tensor has a buffer of its own (is no view).
+  bool ownsBuffer() const {
+    return memory_type_ != MemoryType::Local;
+  }
+  // The user's placement of the tensor's buffer: Global or Symmetric. User
+  // error for the others (Local is what views are; Shared and Tensor are
+  // kernel memories mdfuser has not), and once the fusion is compiled.
+  void setMemoryType(MemoryType memory_type);
 
   bool hasRoot() const {
     return !root_.empty();
@@ -99,6 +117,13 @@ class TensorView : public Val {
   // parallelized on streams, and the count is chosen from a cost model of
   // the machine (passes/choose_stream_chunks.h).
   TensorView* outerSplitChosen(int64_t axis);
+  // Swizzles loop axis `axis` with `parallel_type`, a device parallel type:
+  // its index i stands for part (i + this device's index along that mesh
+  // axis) mod extent (IterDomain::swizzle). The axis must be the outer part
+  // of an outer split (its extent the number of parts); it is then
+  // parallelized on streams, each device starting on its own part, which
+  // mdfuser lowers as a ring (passes/swizzled_gathers.h).
+  TensorView* swizzle1d(int64_t axis, ParallelType parallel_type);
   // Merges loop axes `outer` and `inner` (adjacent, outer first) into one.
   TensorView* merge(int64_t outer, int64_t inner);
   // Moves loop axes: old position -> new position; the others keep their

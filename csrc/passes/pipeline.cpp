@@ -7,6 +7,7 @@
 #include "passes/propagate_shardings.h"
 #include "passes/reorder_parallel_axes.h"
 #include "passes/split_reshardings.h"
+#include "passes/swizzled_gathers.h"
 
 namespace mdfuser {
 
@@ -18,6 +19,10 @@ void runFusionPasses(Fusion* fusion, const FusionPassOptions& options) {
     }
   };
   validateSchedule(*fusion);
+  // Before propagation: a swizzled stream split is a ring's steps, which
+  // the operations after the gather do not take.
+  prepareSwizzledGathers(fusion);
+  dump("prepareSwizzledGathers");
   propagateShardings(fusion);
   dump("propagateShardings");
   decomposeShardedCreations(fusion);

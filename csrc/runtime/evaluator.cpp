@@ -375,7 +375,13 @@ class Interpreter {
     request.op = redOp(spec.reduce);
     request.axis = std::max<int64_t>(spec.axis, 0);
     request.out_axis = std::max<int64_t>(spec.out_axis, 0);
-    if (comm->in() != nullptr) {
+    const bool sends = comm->rootIndex() == nullptr || isRootNow(comm);
+    if (comm->rootIndex() != nullptr) {
+      // The root of this step: it sends its input, every other member
+      // receives.
+      request.senders = {comm->team().at(scalar(comm->rootIndex()))};
+    }
+    if (comm->in() != nullptr && sends) {
       request.in = tensor(comm->in());
       if (spec.in_device_axis >= 0 && request.in.dim() > spec.in_device_axis) {
         request.in = request.in.squeeze(spec.in_device_axis);
@@ -417,6 +423,13 @@ class Interpreter {
       watch(comm, pending, backend);
     }
     state_.pending.insert_or_assign(comm, std::move(pending));
+  }
+
+  // Whether this rank is the root, this step, of a Broadcast whose root
+  // changes at run time.
+  bool isRootNow(const hir::Communication* comm) const {
+    const int64_t rank = communicator_ == nullptr ? 0 : communicator_->rank();
+    return comm->team().at(scalar(comm->rootIndex())) == rank;
   }
 
   // "Allreduce (Communication 3) with team (0 1)", as errors name it.

@@ -253,6 +253,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
        .alias_layout_ops = options.alias_layout_ops,
        .fuse_layer_norms = options.fuse_layer_norms,
        .ring_prologues_first = options.ring_prologues_first,
+       .symmetric_memory = lowering.backend == hir::CommunicatorBackend::kCuda,
        .stream_schedule = options.compute_on_main_stream
                               ? hir::StreamSchedule::kCommunicationPerStream
                               : hir::StreamSchedule::kIterationPerStream});

@@ -119,6 +119,20 @@ void bindIr(py::module_& m) {
       .value("mesh_y", ParallelType::DIDy)
       .value("mesh_z", ParallelType::DIDz);
 
+  py::enum_<MemoryType>(
+      m,
+      "MemoryType",
+      "Where a tensor's buffer lives (TensorView.set_memory_type): global, "
+      "or symmetric (shared with the tensor's mesh on the CUDA "
+      "communication backend; an ordinary buffer elsewhere). local, shared "
+      "and tensor name the reference system's kernel memories, which "
+      "mdfuser's ATen kernels do not have: set_memory_type refuses them.")
+      .value("tensor", MemoryType::Tensor)
+      .value("local", MemoryType::Local)
+      .value("shared", MemoryType::Shared)
+      .value("global", MemoryType::Global)
+      .value("symmetric", MemoryType::Symmetric);
+
   py::class_<DeviceMesh>(
       m,
       "DeviceMesh",
@@ -246,6 +260,20 @@ void bindIr(py::module_& m) {
           "device_mesh", [](const TensorView& tv) { return tv.deviceMesh(); })
       .def("set_device_mesh", &TensorView::setDeviceMesh, py::arg("mesh"))
       .def(
+          "set_memory_type",
+          &TensorView::setMemoryType,
+          py::arg("memory_type"),
+          "Places the tensor's buffer: MemoryType.global (the default) or "
+          "MemoryType.symmetric, which the CUDA communication backend "
+          "allocates in symmetric memory shared with the tensor's mesh and "
+          "the other backends as an ordinary buffer (program inputs and "
+          "outputs keep the caller's and a fresh buffer). The values are "
+          "the same either way.")
+      .def_property_readonly(
+          "memory_type",
+          &TensorView::memoryType,
+          "Where the buffer lives (set_memory_type).")
+      .def(
           "split",
           [](TensorView& tv, int64_t axis, int64_t factor, bool inner_split) {
             tv.split(axis, factor, inner_split);
@@ -284,6 +312,22 @@ void bindIr(py::module_& m) {
           py::arg("axis"),
           py::arg("factor"),
           py::return_value_policy::reference)
+      .def(
+          "swizzle1d",
+          [](TensorView& tv, int64_t axis, ParallelType parallel_type) {
+            tv.swizzle1d(axis, parallel_type);
+            return &tv;
+          },
+          py::arg("axis"),
+          py::arg("parallel_type"),
+          py::return_value_policy::reference,
+          "Swizzles loop axis `axis`, the outer part of an outer split into "
+          "d parts, with the device parallel type `parallel_type`: its "
+          "index i stands for part (i + this device's index) mod d. On the "
+          "stream split of a gather (a set of a tensor split across that "
+          "mesh axis into the same d parts) each device starts on its own "
+          "part: mdfuser lowers the gather and the linear it feeds as its "
+          "ring of CollectivePermutes (doc/host_ir.md#ring-decompositions).")
       .def(
           "merge",
           [](TensorView& tv, int64_t outer, int64_t inner) {

@@ -15,12 +15,15 @@ from mdfuser._C import (
     DataType,
     Fusion,
     IterDomain,
+    MemoryType,
     ParallelType,
     Scalar,
     TensorView,
     Val,
 )
+from mdfuser.executor_cache import FusionExecutorCache
 from mdfuser.fusion_definition import FusionDefinition
+from mdfuser.lru_cache import LRUCache
 from mdfuser.profiler import PythonProfiler
 
 __all__ = [
@@ -29,7 +32,10 @@ __all__ = [
     "Fusion",
     "FusionDefinition",
     "FusionDefinitionWrapper",
+    "FusionExecutorCache",
     "IterDomain",
+    "LRUCache",
+    "MemoryType",
     "ParallelType",
     "PythonProfiler",
     "Scalar",

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -12,6 +11,9 @@ import torch
 
 from mdfuser import _C
 from mdfuser._C import CommunicatorBackend, DataType, TensorView, Val
+from mdfuser.executor_cache import FusionExecutorCache, _is_number, _split_arguments
+
+__all__ = ["FusionDefinition", "_split_arguments"]
 
 Contiguity = Union[None, bool, Sequence[Optional[bool]]]
 
@@ -170,45 +172,6 @@ for _name in dir(_C.ops):
         setattr(_Ops, _name, _forward(_name))
 
 
-def _is_number(value: Any) -> bool:
-    """A Python number: a constant's value, or a scalar input's at execute."""
-    return isinstance(value, (bool, int, float))
-
-
-def _split_arguments(inputs) -> tuple[list[torch.Tensor], list]:
-    """execute's arguments as the executor takes them: the tensors, and the
-    scalar inputs' values, each in order."""
-    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-    scalars = [v for v in inputs if not isinstance(v, torch.Tensor)]
-    return tensors, scalars
-
-
-def _is_dtensor(t: torch.Tensor) -> bool:
-    """Whether `t` is a DTensor; without importing torch.distributed.tensor,
-    which a DTensor's creator has imported already."""
-    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
-        module = sys.modules.get(name)
-        if module is not None and isinstance(t, getattr(module, "DTensor", ())):
-            return True
-    return False
-
-
-class _ExecutorCache:
-    """``fd.fec``: what nvfuser_direct scripts ask of a FusionExecutorCache."""
-
-    def __init__(self, fd: FusionDefinition) -> None:
-        self._fd = fd
-
-    def execute(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return self._fd.execute(inputs)
-
-    def fusion(self) -> _C.Fusion:
-        return self._fd.fusion
-
-    def get_output_shardings(self) -> list:
-        return self._fd.get_output_shardings()
-
-
 class FusionDefinition:
     """Defines a fusion with global shapes and runs it on local shards.
 
@@ -223,10 +186,7 @@ class FusionDefinition:
 
     def __init__(self) -> None:
         self._fusion = _C.Fusion()
-        # Per input in definition order: True for a tensor, False for a
-        # scalar input (execute checks its arguments against it).
-        self._input_is_tensor: list[bool] = []
-        self._cache: _C._FusionExecutorCache | None = None
+        self._fec: FusionExecutorCache | None = None
         self.ops = _Ops(self._fusion)
 
     def __enter__(self) -> FusionDefinition:
@@ -237,8 +197,14 @@ class FusionDefinition:
 
     @property
     def fusion(self) -> _C.Fusion:
-        """The fusion as defined: ``inputs()``, ``outputs()``, ``print``."""
-        return self._fusion
+        """The fusion as defined: ``inputs()``, ``outputs()``, ``print``;
+        once the definition's own is dropped (``del fd._fusion`` after
+        ``fd.fec = cache.cache_compile(fd.fusion)``), the executor cache's."""
+        if "_fusion" in self.__dict__:
+            return self._fusion
+        if self._fec is None:
+            raise AttributeError("fusion: the definition has neither a fusion nor a fec")
+        return self._fec.fusion()
 
     def define_tensor(
         self,
@@ -271,9 +237,7 @@ class FusionDefinition:
         else:
             flags = list(contiguity)
         order = [] if stride_order is None else [int(s) for s in stride_order]
-        tv = self._fusion.define_tensor(list(shape), flags, dtype, order, bool(is_cpu))
-        self._input_is_tensor.append(True)
-        return tv
+        return self._fusion.define_tensor(list(shape), flags, dtype, order, bool(is_cpu))
 
     def from_pytorch(self, tensor: torch.Tensor, static_sizes: bool = False) -> TensorView:
         """An input shaped like `tensor`: its sizes when `static_sizes`, else
@@ -302,9 +266,7 @@ class FusionDefinition:
         if dtype is not None and not isinstance(dtype, DataType):
             raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")
         if value is None:
-            scalar = self._fusion.define_scalar_input(DataType.Double if dtype is None else dtype)
-            self._input_is_tensor.append(False)
-            return scalar
+            return self._fusion.define_scalar_input(DataType.Double if dtype is None else dtype)
         if not _is_number(value):
             raise TypeError(
                 f"define_scalar: value must be a bool, int or float, got {type(value).__name__}"
@@ -347,110 +309,61 @@ class FusionDefinition:
         given. mdfuser schedules every fusion:
         ``auto_schedule=False`` (manual scheduling) is refused.
         """
-        if self._cache is None:
-            self._cache = _C._FusionExecutorCache(self._fusion)
-        try:
-            self._check_execute_arguments(
-                inputs, device, auto_schedule, backend, _enable_options, _disable_options
-            )
-        except (TypeError, ValueError) as e:
-            # Perhaps on this rank only: the ranks that compare raise it
-            # too, those that wait for this rank in a collective stop.
-            self._cache.note_failed_run(f"{type(e).__name__}: {e}", isinstance(e, TypeError))
-            raise
-        tensors, scalars = _split_arguments(inputs)
-        if self._fusion.chooses_stream_chunks:
-            # The stream chunk count is chosen with the machine's model.
-            from mdfuser.calibration import ensure_machine_model
-
-            cuda = [t.device for t in tensors if t.is_cuda]
-            ensure_machine_model(cuda[0] if cuda else torch.device("cpu"))
-        return self._cache.execute(
-            tensors, scalars, list(_enable_options), list(_disable_options), backend
+        if self._fec is None:
+            self._fec = FusionExecutorCache(self._fusion)
+        return self._fec.execute(
+            inputs,
+            device=device,
+            auto_schedule=auto_schedule,
+            backend=backend,
+            _enable_options=_enable_options,
+            _disable_options=_disable_options,
         )
 
-    def _check_execute_arguments(
-        self, inputs, device, auto_schedule, backend, _enable_options, _disable_options
-    ) -> None:
-        if not auto_schedule:
-            raise ValueError(
-                "execute: auto_schedule=False asks for manual scheduling, which mdfuser does "
-                "not have; it schedules every fusion itself"
-            )
-        if isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence):
-            raise TypeError(f"execute expects a list of torch.Tensor, got {type(inputs).__name__}")
-        kinds = self._input_is_tensor
-        if len(inputs) != len(kinds):
-            raise ValueError(
-                f"execute expected {len(kinds)} inputs (one per define_tensor and "
-                f"define_scalar(None), in their order), got {len(inputs)}"
-            )
-        for i, (t, is_tensor) in enumerate(zip(inputs, kinds)):
-            if not is_tensor:
-                # A scalar input: execute checks its kind against the dtype.
-                if not _is_number(t):
-                    v = self._fusion.inputs()[i]
-                    raise TypeError(
-                        f"execute: input {i} is the scalar input {v} ({v.dtype().name}): "
-                        f"expected a Python bool, int or float, got {type(t).__name__}"
-                    )
-                continue
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(
-                    f"execute: input {i} must be a torch.Tensor, got {type(t).__name__}"
-                )
-            if _is_dtensor(t):
-                raise TypeError(
-                    f"execute: input {i} is a DTensor, but execute takes this rank's local "
-                    "shards as plain tensors; pass DTensors to "
-                    "mdfuser.dtensor.FusionDefinitionWrapper, or pass t.to_local() here"
-                )
-        for name, options in (
-            ("_enable_options", _enable_options),
-            ("_disable_options", _disable_options),
-        ):
-            if isinstance(options, str) or not all(isinstance(o, str) for o in options):
-                raise TypeError(f"execute: {name} must be a list of option names")
-        if backend is not None and not isinstance(backend, CommunicatorBackend):
+    @property
+    def fec(self) -> FusionExecutorCache:
+        """The fusion's executor cache, once ``execute`` has run (before, like
+        nvfuser_direct's ``fd.fec``, there is none: AttributeError). It may
+        be set, as nvfuser_direct's tests set it to an LRUCache's::
+
+            fd.fec = cache.cache_compile(fd.fusion)
+
+        and ``execute`` then runs through it."""
+        if self._fec is None:
+            raise AttributeError("fec: the fusion has no executor cache until it is executed")
+        return self._fec
+
+    @fec.setter
+    def fec(self, cache: FusionExecutorCache) -> None:
+        if not isinstance(cache, FusionExecutorCache):
             raise TypeError(
-                f"execute: backend must be an mdfuser.CommunicatorBackend, got {backend!r}"
+                "fec: expected a FusionExecutorCache (from LRUCache.cache_compile), got "
+                f"{type(cache).__name__}"
             )
-        if device is not None:
-            wanted = torch.device(f"cuda:{device}" if isinstance(device, int) else device)
-            for i, t in enumerate(inputs):
-                if not isinstance(t, torch.Tensor):
-                    continue
-                if t.device.type != wanted.type or (
-                    wanted.index is not None and t.device.index != wanted.index
-                ):
-                    raise ValueError(f"execute: input {i} is on {t.device}, not on device={device}")
+        self._fec = cache
 
     @property
-    def fec(self) -> _ExecutorCache:
-        """The fusion's executor cache, once ``execute`` has run (before, like
-        nvfuser_direct's ``fd.fec``, there is none: AttributeError)."""
-        if self._cache is None:
-            raise AttributeError("fec: the fusion has no executor cache until it is executed")
-        return _ExecutorCache(self)
+    def _cache(self) -> _C._FusionExecutorCache | None:
+        """The compiled programs (num_programs, graph_stats), once executed."""
+        return None if self._fec is None else self._fec._cache
 
     def output_tensors(self) -> list[TensorView]:
         """The outputs of the most recently run program, with the shardings
         mdfuser chose for them (pass one to multidevice.shard_tensor to take
         a global tensor's part the way ``execute`` returns it)."""
-        if self._cache is None:
+        if self._fec is None:
             raise ValueError("output_tensors: execute the fusion first")
-        return self._cache.compiled_outputs()
+        return self._fec.output_tensors()
 
     def get_output_shardings(self) -> list:
         """Per output, its mesh and sharded axis: ``.mesh`` and
         ``.axis_sharded_on(parallel_type)`` (-1 when replicated)."""
-        from mdfuser.multidevice import Sharding
-
-        return [Sharding(tv) for tv in self.output_tensors()]
+        self.output_tensors()  # ValueError before the first execute
+        return self._fec.get_output_shardings()
 
     def last_host_ir(self) -> str | None:
         """The printed host program of the most recent ``execute``."""
-        return None if self._cache is None else self._cache.last_host_ir()
+        return None if self._fec is None else self._fec.last_host_ir()
 
     def __repr__(self) -> str:
-        return str(self._fusion)
+        return str(self.fusion)

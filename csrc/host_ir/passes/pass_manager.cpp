@@ -52,7 +52,11 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
            }})
       .add({"AssignCommunicationStreams", assignCommunicationStreams})
       .add({"OrderCommunicationStreams", orderCommunicationStreams})
-      .add({"PlaceSymmetricBuffers", placeSymmetricBuffers});
+      .add(
+          {"PlaceSymmetricBuffers",
+           [symmetric = options.symmetric_memory](HostIrContainer& h) {
+             placeSymmetricBuffers(h, symmetric);
+           }});
   if (options.ring_prologues_first) {
     manager.add({"RingProloguesFirst", ringProloguesFirst});
   }

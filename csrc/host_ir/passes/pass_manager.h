@@ -24,6 +24,9 @@ struct HostPassOptions {
   bool fuse_layer_norms = true;
   // Run RingProloguesFirst.
   bool ring_prologues_first = false;
+  // The program runs where symmetric memory is (the CUDA backend):
+  // PlaceSymmetricBuffers also places the buffers the user put there.
+  bool symmetric_memory = false;
   // How AssignStreams places Stream loop iterations.
   StreamSchedule stream_schedule = StreamSchedule::kIterationPerStream;
 };

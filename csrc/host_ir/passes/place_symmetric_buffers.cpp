@@ -48,6 +48,16 @@ class Placer {
     }
   }
 
+  // The buffers the user placed in symmetric memory, shared with their
+  // mesh. A tensor without a mesh has no peers to share with.
+  void placeRequested() const {
+    for (const auto& [tv, alloc] : allocation_) {
+      if (tv->memoryType() == MemoryType::Symmetric && tv->hasDeviceMesh()) {
+        alloc->makeSymmetric(tv->deviceMesh()->devices());
+      }
+    }
+  }
+
  private:
   std::unordered_map<const TensorView*, Allocate*> allocation_;
   std::unordered_map<const TensorView*, const TensorView*> source_;
@@ -56,10 +66,13 @@ class Placer {
 
 } // namespace
 
-void placeSymmetricBuffers(HostIrContainer& hic) {
+void placeSymmetricBuffers(HostIrContainer& hic, bool symmetric_memory) {
   Placer placer;
   placer.collect(hic.topLevel());
   placer.place();
+  if (symmetric_memory) {
+    placer.placeRequested();
+  }
 }
 
 } // namespace mdfuser::hir

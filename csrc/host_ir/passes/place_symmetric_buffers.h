@@ -13,9 +13,18 @@ namespace mdfuser::hir {
 //   T8 = ALLOCATE(mem_type=symmetric, team=(0 1), zero_init=false)
 //
 // A landing buffer that no Allocate binds (a program input or output) is an
-// internal error: lowering gives such rings a buffer of their own. Runs
-// after AllocateAndDeallocate; leaves programs without CUDA communications
-// unchanged.
-void placeSymmetricBuffers(HostIrContainer& hic);
+// internal error: lowering gives such rings a buffer of their own.
+//
+// With `symmetric_memory` (the program runs on the CUDA backend, which has
+// it), the buffers the user placed there (set_memory_type: tensors of
+// MemoryType::Symmetric that an Allocate binds) go there too, shared with
+// their mesh (a tensor without one has no peers and stays as it is).
+// Program inputs and outputs keep the memory they have (the caller's, and
+// a fresh buffer each run returns). Without it, those placements change
+// nothing.
+//
+// Runs after AllocateAndDeallocate; leaves programs without CUDA
+// communications or symmetric placements unchanged.
+void placeSymmetricBuffers(HostIrContainer& hic, bool symmetric_memory);
 
 } // namespace mdfuser::hir

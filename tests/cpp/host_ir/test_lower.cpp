@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/column_parallel.h"
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
 #include "host_ir/lower.h"
@@ -178,6 +179,71 @@ TEST(Lower, AGatheringSetBecomesAnAllgather) {
   EXPECT_EQ(comm->type(), CommunicationType::Allgather);
   EXPECT_EQ(comm->spec().axis, 0);
   EXPECT_EQ(comm->team(), (std::vector<int64_t>{0, 1}));
+}
+
+TEST(Lower, StreamChunksThatAreDevicePartsAreBroadcastFromThem) {
+  // The column-parallel linear whose gathered input is split into one stream
+  // chunk per device: iteration i broadcasts device i's part into the chunk,
+  // then multiplies it.
+  auto hic = lower(
+      test::makeColumnParallelLinear(/*h=*/3, /*d=*/3, /*swizzle=*/false),
+      {.device = 2});
+  const auto& top = hic->topLevel().exprs();
+  ASSERT_EQ(top.size(), 1u) << hic->toString();
+  auto* loop = dynamic_cast<ForLoop*>(top[0]);
+  ASSERT_NE(loop, nullptr) << hic->toString();
+  EXPECT_EQ(loop->stop()->value(), 3);
+  Communication* broadcast = nullptr;
+  LinearOp* gemm = nullptr;
+  for (Expr* e : loop->body().exprs()) {
+    if (auto* c = dynamic_cast<Communication*>(e)) {
+      broadcast = c;
+    } else if (auto* l = dynamic_cast<LinearOp*>(e)) {
+      EXPECT_NE(broadcast, nullptr) << "the GEMM follows the broadcast";
+      gemm = l;
+    }
+  }
+  ASSERT_NE(broadcast, nullptr) << hic->toString();
+  ASSERT_NE(gemm, nullptr) << hic->toString();
+  EXPECT_EQ(broadcast->type(), CommunicationType::Broadcast);
+  EXPECT_EQ(broadcast->rootIndex(), loop->index());
+  EXPECT_EQ(broadcast->team(), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(broadcast->in(), hic->inputs()[0]) << "this device's whole part";
+  EXPECT_EQ(gemm->in(), broadcast->out());
+  EXPECT_NE(
+      broadcast->toString().find(
+          "root=team[" + loop->index()->toString() + "]"),
+      std::string::npos)
+      << broadcast->toString();
+}
+
+int64_t count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(Lower, ASwizzledGatherAndItsLinearAreOneRing) {
+  // Without the ring_decomposition option: the ring's d - 1 steps of one
+  // permute and a GEMM, then the last GEMM; no allgather, no Stream loop.
+  auto hic = lower(
+      test::makeColumnParallelLinear(/*h=*/3, /*d=*/3, /*swizzle=*/true),
+      {.device = 1});
+  const std::string program = hic->toString();
+  EXPECT_EQ(count(program, "type=CollectivePermute"), 1) << program;
+  EXPECT_EQ(count(program, "FOR i"), 1) << program;
+  EXPECT_EQ(count(program, "from 0 to 2:"), 1) << program;
+  EXPECT_EQ(count(program, "= linear("), 2) << program;
+  EXPECT_EQ(count(program, "type=Allgather"), 0) << program;
+
+  auto plain = lower(
+      test::makeColumnParallelLinear(/*h=*/3, /*d=*/3, /*swizzle=*/false),
+      {.device = 1});
+  EXPECT_EQ(count(plain->toString(), "CollectivePermute"), 0)
+      << plain->toString();
 }
 
 // Copies a replicated [t, 3] input into an output split on its rows into

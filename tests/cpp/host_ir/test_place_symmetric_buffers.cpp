@@ -213,7 +213,7 @@ TEST(PlaceSymmetricBuffers, ALandingWithoutAllocationIsRefused) {
   hic->topLevel().pushBack(c);
   hic->topLevel().pushBack(hic->create<Wait>(c));
   try {
-    placeSymmetricBuffers(*hic);
+    placeSymmetricBuffers(*hic, /*symmetric_memory=*/false);
     FAIL() << "expected an error";
   } catch (const InternalError& e) {
     EXPECT_NE(
@@ -251,7 +251,7 @@ TEST(PlaceSymmetricBuffers, ALandingOfItsOwnIsWhatBecomesSymmetric) {
   }
   hic->topLevel().pushBack(c);
   hic->topLevel().pushBack(hic->create<Wait>(c));
-  placeSymmetricBuffers(*hic);
+  placeSymmetricBuffers(*hic, /*symmetric_memory=*/false);
   const Summary summary = summarize(*hic);
   EXPECT_EQ(symmetricOf(summary), (std::set<int64_t>{place->name()}));
   EXPECT_TRUE(summary.allocations.at(out->name()).empty());
@@ -281,7 +281,65 @@ TEST(PlaceSymmetricBuffers, OnlyPermutesRunOnTheCudaBackend) {
       hic->create<Allocate>(out, std::vector<Scalar*>{constant(hic->ir(), 4)}));
   hic->topLevel().pushBack(c);
   hic->topLevel().pushBack(hic->create<Wait>(c));
-  EXPECT_THROW(placeSymmetricBuffers(*hic), InternalError);
+  EXPECT_THROW(
+      placeSymmetricBuffers(*hic, /*symmetric_memory=*/false), InternalError);
+}
+
+// relu(inp) placed in symmetric memory by the user, then a linear whose
+// in_features are split across {0 1}: an intermediate of the program.
+std::unique_ptr<Fusion> makePlacedIntermediate(TensorView** placed) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* inp = fusion->defineTensor({-1, 8}, {}, DataType::Float);
+  TensorView* w = fusion->defineTensor({4, 8}, {}, DataType::Float);
+  TensorView* a = unaryOp(OpType::Relu, inp);
+  fusion->addOutput(linear(a, w));
+  const DeviceMesh mesh({0, 1});
+  for (TensorView* tv : {inp, w}) {
+    tv->setDeviceMesh(mesh);
+    tv->outerSplit(1, 2);
+    tv->parallelize(1, ParallelType::DIDx);
+  }
+  a->setMemoryType(MemoryType::Symmetric);
+  *placed = a;
+  return fusion;
+}
+
+std::string allocationOf(const HostIrContainer& hic, int64_t name) {
+  std::string line;
+  forEachExpr(hic.topLevel(), [&](const Expr* e) {
+    if (const auto* alloc = dynamic_cast<const Allocate*>(e);
+        alloc != nullptr && alloc->buffer()->name() == name) {
+      line = alloc->toString();
+    }
+  });
+  return line;
+}
+
+TEST(PlaceSymmetricBuffers, TheUsersPlacementWhereSymmetricMemoryIs) {
+  for (const bool symmetric_memory : {true, false}) {
+    SCOPED_TRACE(symmetric_memory);
+    TensorView* placed = nullptr;
+    std::unique_ptr<Fusion> fusion = makePlacedIntermediate(&placed);
+    const int64_t name = placed->name();
+    EXPECT_EQ(
+        placed->toString().rfind("T" + std::to_string(name) + "_sym_", 0), 0u)
+        << placed->toString();
+    runFusionPasses(fusion.get());
+    LoweringOptions options;
+    options.device = 1;
+    options.backend = symmetric_memory ? CommunicatorBackend::kCuda
+                                       : CommunicatorBackend::kNccl;
+    auto hic = lowerToHostIr(std::move(fusion), options);
+    runHostPasses(*hic, {.symmetric_memory = symmetric_memory});
+    const std::string line = allocationOf(*hic, name);
+    ASSERT_FALSE(line.empty()) << hic->toString();
+    EXPECT_NE(
+        line.find(
+            symmetric_memory ? "mem_type=symmetric, team=(0 1)"
+                             : "mem_type=global"),
+        std::string::npos)
+        << line;
+  }
 }
 
 } // namespace

@@ -132,6 +132,25 @@ TEST(TensorView, LocalTensorsPrintWithL) {
   EXPECT_EQ(tv->toString(), "T0_l___half[iS0{4}]");
 }
 
+TEST(TensorView, SetMemoryTypeTakesGlobalOrSymmetric) {
+  Fusion fusion;
+  TensorView* tv = fusion.defineTensor({4}, {}, DataType::Float);
+  for (MemoryType type :
+       {MemoryType::Local, MemoryType::Shared, MemoryType::Tensor}) {
+    EXPECT_TRUE(test::throwsUserError(
+        [&] { tv->setMemoryType(type); },
+        UserError::Kind::kValue,
+        "MemoryType." + std::string(memoryTypeName(type))))
+        << memoryTypeName(type);
+  }
+  tv->setMemoryType(MemoryType::Symmetric);
+  EXPECT_EQ(tv->memoryType(), MemoryType::Symmetric);
+  EXPECT_TRUE(tv->ownsBuffer());
+  EXPECT_EQ(tv->toString(), "T0_sym_float[iS0{4}]");
+  tv->setMemoryType(MemoryType::Global);
+  EXPECT_EQ(tv->toString(), "T0_g_float[iS0{4}]");
+}
+
 TEST(TensorView, SetDomainsKeepsTheNumberOfDataAxes) {
   Fusion fusion;
   TensorView* tv = fusion.defineTensor({4, 8}, {}, DataType::Float);
