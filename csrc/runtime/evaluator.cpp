@@ -309,6 +309,7 @@ class Interpreter {
   // `op`'s operands bound; outputs only when `with_outputs`.
   KernelCall bind(const TensorOp& op, bool with_outputs = false) {
     KernelCall call{op, {}, {}, {}, state_.scalars, state_.rng_base};
+    call.device = communicator_ == nullptr ? 0 : communicator_->rank();
     for (const Val* in : op.inputs()) {
       if (const auto* tv = dynamic_cast<const TensorView*>(in)) {
         call.tensors.push_back(tensor(tv));

@@ -26,6 +26,10 @@ struct KernelCall {
   // Where uniform and normal without rng_seed draw from: a value the same
   // on every rank and new at each execution (FusionExecutorCache::run).
   uint64_t rng_base = 0;
+  // This process's device (its rank): where a kernel whose values depend on
+  // the position in the global tensor (attention's dropout mask on the
+  // CPU) finds its part.
+  int64_t device = 0;
 };
 
 // Runs `call` through the kernel of its operation type: one ATen call
