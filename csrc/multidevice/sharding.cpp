@@ -301,9 +301,9 @@ bool isDeviceSum(const TensorOp* op) {
 }
 
 bool isResharding(const TensorOp* op, const TensorView* consumer) {
-  // An output without axes takes nothing from its producers' data (the
-  // philox seed of attention).
-  if (consumer->logical().empty()) {
+  // An output without axes, or one that takes nothing from its producers'
+  // data (the philox state of attention), moves nothing.
+  if (consumer->logical().empty() || !op->takesOperandData(consumer)) {
     return false;
   }
   for (ParallelType pt : kDeviceParallelTypes) {

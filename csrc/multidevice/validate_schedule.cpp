@@ -150,6 +150,27 @@ void validateStreamChunks(const TensorOp* op) {
   }
 }
 
+// Attention's dropout mask is drawn per call from one philox state, which
+// sdpfa_fwd returns once: per stream chunk, each chunk would draw its own
+// and the state returned would be the last chunk's.
+void refuseDropoutPerStreamChunk(const TensorOp* op) {
+  const auto* sdpa = dynamic_cast<const SdpaOp*>(op);
+  if (sdpa == nullptr || sdpa->options().dropout_p == 0.0) {
+    return;
+  }
+  for (const TensorView* tv : op->tensorInputs()) {
+    MDF_USER_CHECK(
+        !findParallelAxis(tv, ParallelType::Stream, tv->logical()),
+        op->opName(),
+        " with dropout_p=",
+        sdpa->options().dropout_p,
+        " cannot run per stream chunk (its philox state is one per call), but ",
+        tv->toString(),
+        " is split across streams; leave attention's operands unsplit or "
+        "pass dropout_p=0");
+  }
+}
+
 // A collective moves each device's part of the sharded axis as one block.
 // With a serial split above the device split (non-outermost sharding: a
 // device holds one run of every outer part), the blocks would land out of
@@ -244,6 +265,7 @@ void requireEvenSplits(Fusion* fusion) {
 void validateReshardings(const Fusion& fusion) {
   for (const TensorOp* op : fusion.exprs()) {
     validateStreamChunks(op);
+    refuseDropoutPerStreamChunk(op);
     if (!isResharding(op)) {
       continue;
     }

@@ -108,7 +108,7 @@ void checkDeviceSupport(const Fusion& fusion, c10::Device device) {
         " for ",
         query->toString(),
         "; cast query, key and value first");
-    const Scalar* head_size = query->logicalNoReductions().at(3)->extent();
+    const Scalar* head_size = query->logicalNoReductions().back()->extent();
     MDF_USER_CHECK(
         !head_size->isConst() ||
             (head_size->value() % 8 == 0 && head_size->value() <= 256),

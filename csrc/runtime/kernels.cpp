@@ -11,12 +11,6 @@
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Generator.h>
-#include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
-#include <ATen/ops/_scaled_dot_product_cudnn_attention_backward.h>
-#include <ATen/ops/_scaled_dot_product_flash_attention.h>
-#include <ATen/ops/_scaled_dot_product_flash_attention_backward.h>
-#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
-#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/addmm.h>
@@ -65,6 +59,8 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "runtime/grouped_mm_kernel.h"
+#include "runtime/rng_mix.h"
+#include "runtime/sdpa_kernels.h"
 #include "runtime/views.h"
 
 namespace mdfuser {
@@ -243,24 +239,17 @@ void iotaKernel(KernelCall& call) {
   out.copy_(values);
 }
 
-// splitmix64's finalizer: nearby inputs give unrelated seeds.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 uint64_t seedOf(const KernelCall& call) {
   const auto& op = static_cast<const CreationOp&>(call.op);
   if (op.rng().has_value()) {
     // Read at run time: either may be a scalar input.
     const size_t i = op.seedIndex();
-    return mix(
-        mix(static_cast<uint64_t>(call.scalars.at(i).toLong())) ^
+    return mixSeed(
+        mixSeed(static_cast<uint64_t>(call.scalars.at(i).toLong())) ^
         static_cast<uint64_t>(call.scalars.at(i + 1).toLong()));
   }
-  return mix(call.rng_base ^ mix(static_cast<uint64_t>(op.out()->name())));
+  return mixSeed(
+      call.rng_base ^ mixSeed(static_cast<uint64_t>(op.out()->name())));
 }
 
 void randomKernel(KernelCall& call) {
@@ -511,122 +500,6 @@ void matmulKernel(KernelCall& call) {
   at::Tensor written = contiguousOut(out);
   at::matmul_out(written, a, b);
   finish(written, out);
-}
-
-// On CUDA, attention runs cuDNN's kernels where they take the operands and
-// the problem is large (as torch's scaled_dot_product_attention prefers them:
-// on an H200, bf16, causal, batch 4, 64 heads, seq 2048, head size 128,
-// cuDNN's forward takes 0.52 ms and its backward 1.62 ms where flash
-// attention takes 0.93 and 2.95), flash attention otherwise. cuDNN's host
-// cost per call is higher (about 250 us against flash's 110 us at seq 8,
-// head size 16), which only a kernel of a tenth of a millisecond or more
-// hides: hence the size threshold, batch * heads * seq_q * seq_k * head_size
-// of at least 2^34 (a flash forward of about 0.1 ms there). Both kernels
-// return the same log-sum-exp, cuDNN's with a trailing axis of one, so a
-// forward run by one can be differentiated by the other.
-bool useCudnnAttention(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  constexpr int64_t kMinCudnnWork = int64_t{1} << 34;
-  if (!q.is_cuda() || !at::globalContext().userEnabledCuDNN()) {
-    return false;
-  }
-  const int64_t head_size = q.size(3);
-  const int64_t work =
-      q.size(0) * q.size(1) * q.size(2) * k.size(2) * head_size;
-  return work >= kMinCudnnWork && head_size % 8 == 0 && head_size <= 128 &&
-         q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1;
-}
-
-void sdpaFwdKernel(KernelCall& call) {
-  const auto& op = static_cast<const SdpaOp&>(call.op);
-  const at::Tensor& q = call.tensors[0];
-  const at::Tensor& k = call.tensors[1];
-  const at::Tensor& v = call.tensors[2];
-  const bool causal = op.options().is_causal;
-  const std::optional<double> scale = op.options().scale;
-  at::Tensor out;
-  at::Tensor lse;
-  if (useCudnnAttention(q, k, v)) {
-    auto result = at::_scaled_dot_product_cudnn_attention(
-        q, k, v, std::nullopt, true, 0.0, causal, false, scale);
-    out = std::get<0>(result);
-    lse = std::get<1>(result).squeeze(-1);
-  } else if (q.is_cuda()) {
-    auto result = at::_scaled_dot_product_flash_attention(
-        q, k, v, 0.0, causal, false, scale);
-    out = std::get<0>(result);
-    lse = std::get<1>(result);
-  } else {
-    std::tie(out, lse) = at::_scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, 0.0, causal, {}, scale);
-  }
-  call.outputs[0].copy_(out);
-  call.outputs[1].copy_(lse);
-  call.outputs[2].zero_();
-  call.outputs[3].zero_();
-}
-
-void sdpaBwdKernel(KernelCall& call) {
-  const auto& op = static_cast<const SdpaOp&>(call.op);
-  const at::Tensor& grad = call.tensors[0];
-  const at::Tensor& q = call.tensors[1];
-  const at::Tensor& k = call.tensors[2];
-  const at::Tensor& v = call.tensors[3];
-  const at::Tensor& out = call.tensors[4];
-  const at::Tensor& lse = call.tensors[5];
-  at::Tensor gq;
-  at::Tensor gk;
-  at::Tensor gv;
-  const bool causal = op.options().is_causal;
-  // Without dropout the philox state is not read.
-  const at::Tensor philox =
-      q.is_cuda()
-          ? at::empty(
-                {}, at::TensorOptions().dtype(at::kLong).device(q.device()))
-          : at::Tensor();
-  if (useCudnnAttention(q, k, v)) {
-    std::tie(gq, gk, gv) = at::_scaled_dot_product_cudnn_attention_backward(
-        grad,
-        q,
-        k,
-        v,
-        out,
-        lse.unsqueeze(-1),
-        philox,
-        philox,
-        at::Tensor(),
-        at::Tensor(),
-        at::Tensor(),
-        q.size(2),
-        k.size(2),
-        0.0,
-        causal,
-        op.options().scale);
-  } else if (q.is_cuda()) {
-    std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
-        grad,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        at::Tensor(),
-        at::Tensor(),
-        q.size(2),
-        k.size(2),
-        0.0,
-        causal,
-        philox,
-        philox,
-        op.options().scale);
-  } else {
-    std::tie(gq, gk, gv) =
-        at::_scaled_dot_product_flash_attention_for_cpu_backward(
-            grad, q, k, v, out, lse, 0.0, causal, {}, op.options().scale);
-  }
-  call.outputs[0].copy_(gq);
-  call.outputs[1].copy_(gk);
-  call.outputs[2].copy_(gv);
 }
 
 // The kernel of every operation type, in OpType order.

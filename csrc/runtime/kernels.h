@@ -26,8 +26,9 @@ struct KernelCall {
   // Where uniform and normal without rng_seed draw from: a value the same
   // on every rank and new at each execution (FusionExecutorCache::run).
   uint64_t rng_base = 0;
-  // This process's device: which part of a sharded operand it holds, for
-  // kernels whose result depends on it (grouped_mm).
+  // This process's device (its rank): where a kernel whose values depend on
+  // which part of the global tensor it holds (grouped_mm's experts,
+  // attention's dropout mask on the CPU) finds its part.
   int64_t device = 0;
 };
 

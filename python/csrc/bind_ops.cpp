@@ -723,13 +723,17 @@ void bindOps(py::module_& m) {
          const py::handle& log_sumexp,
          const py::handle& dropout_p,
          const py::handle& is_causal,
-         const py::handle& /*philox_seed*/,
-         const py::handle& /*philox_offset*/,
+         const py::handle& philox_seed,
+         const py::handle& philox_offset,
          const py::handle& scale) {
         SdpaOptions options;
         options.is_causal =
             attribute<bool>(is_causal, "sdpfa_bwd: is_causal").value_or(false);
         options.scale = attribute<double>(scale, "sdpfa_bwd: scale");
+        auto philox = [&](const py::handle& h, size_t index) {
+          return h.is_none() ? nullptr
+                             : toTensor(fusion, h, "sdpfa_bwd", index);
+        };
         SdpaBwdResult r = sdpfaBwd(
             toTensor(fusion, grad_output, "sdpfa_bwd", 0),
             toTensor(fusion, query, "sdpfa_bwd", 1),
@@ -737,6 +741,8 @@ void bindOps(py::module_& m) {
             toTensor(fusion, value, "sdpfa_bwd", 3),
             toTensor(fusion, output, "sdpfa_bwd", 4),
             toTensor(fusion, log_sumexp, "sdpfa_bwd", 5),
+            philox(philox_seed, 8),
+            philox(philox_offset, 9),
             attribute<double>(dropout_p, "sdpfa_bwd: dropout_p").value_or(0.0),
             options);
         return py::make_tuple(

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ops/arange.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -14,6 +15,7 @@
 #include "ir/fusion.h"
 #include "runtime/communicator.h"
 #include "runtime/executor_cache.h"
+#include "runtime/sdpa_dropout.h"
 #include "runtime/shard_tensor.h"
 #include "runtime/stream_chunks.h"
 
@@ -49,6 +51,42 @@ void bindRuntime(py::module_& m) {
       .value("gloo", hir::CommunicatorBackend::kGloo)
       .value("cuda", hir::CommunicatorBackend::kCuda);
 
+  m.def(
+      "_sdpa_dropout_keep",
+      [](const at::Tensor& philox_seed,
+         const std::vector<int64_t>& shape,
+         double dropout_p) {
+        MDF_TYPE_CHECK(
+            philox_seed.scalar_type() == at::kUInt64 &&
+                philox_seed.numel() == 2,
+            "attention dropout mask: philox_seed must be the UInt64 tensor "
+            "of 2 elements that sdpfa_fwd returns, got ",
+            philox_seed.scalar_type(),
+            " of ",
+            philox_seed.numel(),
+            " elements");
+        MDF_USER_CHECK(
+            shape.size() == 4,
+            "attention dropout mask: shape must be [batch, heads, seq_q, "
+            "seq_k], got ",
+            shape.size(),
+            " extents");
+        const at::Tensor words = philox_seed.cpu().contiguous().view(at::kLong);
+        const at::Tensor ids =
+            at::arange(
+                shape[0] * shape[1], at::TensorOptions().dtype(at::kLong))
+                .view({shape[0], shape[1]});
+        return sdpaDropoutKeep(
+            static_cast<uint64_t>(words[0].item<int64_t>()),
+            static_cast<uint64_t>(words[1].item<int64_t>()),
+            ids,
+            shape[2],
+            shape[3],
+            dropout_p);
+      },
+      py::arg("philox_seed"),
+      py::arg("shape"),
+      py::arg("dropout_p"));
   m.def(
       "_shard_tensor",
       [](const at::Tensor& tensor, const TensorView* tv, int64_t device) {

@@ -57,3 +57,28 @@ def test_a_cast_scalar_is_a_0_dimensional_tensor_of_the_dtype():
         fd.add_output(fd.ops.add(x, fd.ops.cast(2.7, DataType.Int)))
     (out,) = fd.execute([torch.zeros(3)])
     assert torch.equal(out, torch.full((3,), 2.0))
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("op", ["neg", "abs", "relu"])
+def test_a_bool_scalar_under_an_operation_that_refuses_bool_is_a_type_error(op):
+    with FusionDefinition() as fd:
+        b = fd.define_scalar(None, dtype=DataType.Bool)
+        with pytest.raises(TypeError, match=f"{op} does not take Bool operands"):
+            getattr(fd.ops, op)(b)
+
+
+def test_sub_of_bool_scalars_is_a_type_error():
+    with FusionDefinition() as fd:
+        with pytest.raises(TypeError, match="sub does not take Bool operands"):
+            fd.ops.sub(fd.define_scalar(True), fd.define_scalar(False))
+
+
+def test_an_operand_that_is_not_a_number_or_tensor_is_a_type_error():
+    with FusionDefinition() as fd:
+        with pytest.raises(TypeError, match="reciprocal: operand 0 must be"):
+            fd.ops.reciprocal("2.0")
+        with pytest.raises(TypeError, match="reciprocal: operand 0 must be"):
+            fd.ops.reciprocal(None)

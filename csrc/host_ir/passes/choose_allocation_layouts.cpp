@@ -149,7 +149,7 @@ class LayoutChooser {
  public:
   explicit LayoutChooser(HostIrContainer& hic) {
     for (const TensorView* tv : hic.inputs()) {
-      order_[tv] = rowMajor(tv->logicalNoReductions().size());
+      order_[tv] = orderOf(tv->logicalNoReductions().size(), tv->strideOrder());
     }
     collectStreamCuts(hic.topLevel(), stream_cut_);
   }
@@ -177,15 +177,20 @@ class LayoutChooser {
   }
 
  private:
-  static Order fromStrideOrder(const Allocate& alloc) {
-    Order order = rowMajor(alloc.shape().size());
-    const std::vector<int64_t>& ranks = alloc.strideOrder();
-    if (!ranks.empty()) {
+  // The axes from the outermost in memory, for stride ranks as
+  // define_tensor's stride_order gives them (row-major when empty).
+  static Order orderOf(size_t rank, const std::vector<int64_t>& ranks) {
+    Order order = rowMajor(rank);
+    if (ranks.size() == rank) {
       std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
         return ranks[a] > ranks[b];
       });
     }
     return order;
+  }
+
+  static Order fromStrideOrder(const Allocate& alloc) {
+    return orderOf(alloc.shape().size(), alloc.strideOrder());
   }
 
   // A row-major buffer that a Stream loop cuts along an inner axis (the

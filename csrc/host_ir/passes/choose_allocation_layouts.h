@@ -21,13 +21,13 @@ namespace mdfuser::hir {
 // where both apply.
 //
 // The layout of each tensor is inferred statically from its Allocate
-// (row-major unless given a stride order), program inputs (taken as
-// row-major) and the views between them (ShardByStream, RingChunk and
-// layout Views: permute, slice, squeeze, broadcast, and a reshape that only
-// splits or merges axes adjacent in memory). Where an operand's layout is
-// unknown or row-major, nothing changes. Runs after AllocateAndDeallocate;
-// the evaluator allocates a buffer with a stride order through a permuted
-// row-major tensor.
+// (row-major unless given a stride order), program inputs (as their
+// define_tensor stride_order declares, row-major without one) and the views
+// between them (ShardByStream, RingChunk and layout Views: permute, slice,
+// squeeze, broadcast, and a reshape that only splits or merges axes adjacent in
+// memory). Where an operand's layout is unknown or row-major, nothing changes.
+// Runs after AllocateAndDeallocate; the evaluator allocates a buffer with a
+// stride order through a permuted row-major tensor.
 void chooseAllocationLayouts(HostIrContainer& hic);
 
 } // namespace mdfuser::hir

@@ -59,6 +59,13 @@ class TensorOp : public Expr {
     return mapProducerToConsumer(producer, out());
   }
 
+  // Whether `consumer` (one of the outputs) is computed from the operands'
+  // data. False for a value drawn independently of them (the philox state
+  // of attention): it neither reshards nor needs its producers gathered.
+  virtual bool takesOperandData(const TensorView* /*consumer*/) const {
+    return true;
+  }
+
   // The tensor inputs in the order in which they decide the sharding of the
   // outputs when they disagree on a device parallel type; the ones after
   // the first that claims it are resharded to match. Contractions put their

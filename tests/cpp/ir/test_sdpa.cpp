@@ -37,9 +37,10 @@ TEST_F(Sdpa, ForwardOutputs) {
   EXPECT_EQ(r.output->dtype(), DataType::BFloat16);
   EXPECT_EQ(extents(r.log_sumexp->logical()), "2 4 i0");
   EXPECT_EQ(r.log_sumexp->dtype(), DataType::Float);
-  EXPECT_TRUE(r.philox_seed->logical().empty());
-  EXPECT_EQ(r.philox_seed->dtype(), DataType::Int);
-  EXPECT_EQ(r.philox_offset->dtype(), DataType::Int);
+  EXPECT_EQ(extents(r.philox_seed->logical()), "2");
+  EXPECT_EQ(r.philox_seed->dtype(), DataType::UInt64);
+  EXPECT_TRUE(r.philox_offset->logical().empty());
+  EXPECT_EQ(r.philox_offset->dtype(), DataType::UInt64);
   auto* op = dynamic_cast<SdpaOp*>(r.output->definition());
   ASSERT_NE(op, nullptr);
   EXPECT_EQ(op->type(), OpType::SdpaFwd);
@@ -64,7 +65,64 @@ TEST_F(Sdpa, BatchAndHeadsMapToEveryOutputTheRestToNothing) {
               {in->logical()[1], out->logical()[1]}}));
     }
     EXPECT_TRUE(op->mapProducerToConsumer(in, r.philox_seed).empty());
+    EXPECT_TRUE(op->mapProducerToConsumer(in, r.philox_offset).empty());
   }
+  EXPECT_TRUE(op->takesOperandData(r.output));
+  EXPECT_FALSE(op->takesOperandData(r.philox_seed));
+  EXPECT_FALSE(op->takesOperandData(r.philox_offset));
+}
+
+TEST_F(Sdpa, AFiveDimensionalQueryMapsItsDeviceBatchAndHeadAxes) {
+  TensorView* q = define({2, 3, 4, 16, 8});
+  TensorView* k = define({2, 3, 4, 32, 8});
+  SdpaFwdResult r = sdpfaFwd(q, k, k, 0.0, {});
+  EXPECT_EQ(extents(r.output->logical()), "2 3 4 16 8");
+  EXPECT_EQ(extents(r.log_sumexp->logical()), "2 3 4 16");
+  auto* op = static_cast<SdpaOp*>(r.output->definition());
+  EXPECT_EQ(op->batchAxes(), 3u);
+  EXPECT_EQ(
+      pairs(op->mapProducerToConsumer(k, r.log_sumexp)),
+      (AxisPairs{
+          {k->logical()[0], r.log_sumexp->logical()[0]},
+          {k->logical()[1], r.log_sumexp->logical()[1]},
+          {k->logical()[2], r.log_sumexp->logical()[2]}}));
+  TensorView* grad = define({2, 3, 4, 16, 8});
+  SdpaBwdResult b = sdpfaBwd(
+      grad,
+      q,
+      k,
+      k,
+      r.output,
+      r.log_sumexp,
+      r.philox_seed,
+      r.philox_offset,
+      0.0,
+      {});
+  EXPECT_EQ(extents(b.grad_key->logical()), "2 3 4 32 8");
+}
+
+TEST_F(Sdpa, DropoutIsAnOptionAndTheBackwardTakesThePhiloxState) {
+  TensorView* q = define({2, 4, 16, 8});
+  SdpaFwdResult f = sdpfaFwd(q, q, q, 0.25, {});
+  auto* fwd = static_cast<SdpaOp*>(f.output->definition());
+  EXPECT_EQ(fwd->options().dropout_p, 0.25);
+  EXPECT_NE(fwd->toString().find("dropout_p=0.25"), std::string::npos)
+      << fwd->toString();
+  SdpaBwdResult b = sdpfaBwd(
+      q,
+      q,
+      q,
+      q,
+      f.output,
+      f.log_sumexp,
+      f.philox_seed,
+      f.philox_offset,
+      0.25,
+      {});
+  auto* bwd = static_cast<SdpaOp*>(b.grad_query->definition());
+  EXPECT_EQ(bwd->inputs().size(), 8u);
+  EXPECT_EQ(bwd->options().dropout_p, 0.25);
+  EXPECT_TRUE(bwd->mapProducerToConsumer(f.philox_seed, b.grad_query).empty());
 }
 
 TEST_F(Sdpa, OptionsArePrinted) {
@@ -94,7 +152,8 @@ TEST_F(Sdpa, BackwardGradientsAreShapedLikeTheirInputs) {
   TensorView* v = define({2, 4, 32, 8});
   SdpaFwdResult f = sdpfaFwd(q, k, v, 0.0, {});
   TensorView* grad = define({2, 4, 16, 8});
-  SdpaBwdResult b = sdpfaBwd(grad, q, k, v, f.output, f.log_sumexp, 0.0, {});
+  SdpaBwdResult b = sdpfaBwd(
+      grad, q, k, v, f.output, f.log_sumexp, nullptr, nullptr, 0.0, {});
   EXPECT_EQ(extents(b.grad_query->logical()), "2 4 16 8");
   EXPECT_EQ(extents(b.grad_key->logical()), "2 4 32 8");
   EXPECT_EQ(extents(b.grad_value->logical()), "2 4 32 8");
@@ -137,7 +196,7 @@ TEST_F(Sdpa, ForwardErrors) {
   EXPECT_VALUE_ERROR(
       sdpfaFwd(rank3, q, q, 0.0, {}),
       "sdpfa_fwd: query must be 4-dimensional [batch, heads, sequence, head "
-      "size], got 3");
+      "size] or 5-dimensional");
   EXPECT_TYPE_ERROR(
       sdpfaFwd(q, q, ints, 0.0, {}),
       "sdpfa_fwd: value must be a floating-point tensor, got Int");
@@ -145,7 +204,14 @@ TEST_F(Sdpa, ForwardErrors) {
       sdpfaFwd(q, half, q, 0.0, {}),
       "query, key and value must have one dtype, got BFloat16 and Half");
   EXPECT_VALUE_ERROR(
-      sdpfaFwd(q, q, q, 0.1, {}), "sdpfa_fwd: dropout_p=0.1 is not supported");
+      sdpfaFwd(q, q, q, 1.0, {}),
+      "sdpfa_fwd: dropout_p=1 is out of range; expected a probability in "
+      "[0, 1)");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, q, q, -0.5, {}), "sdpfa_fwd: dropout_p=-0.5 is out of range");
+  EXPECT_VALUE_ERROR(
+      sdpfaFwd(q, q, define({2, 4, 16, 8, 1}), 0.0, {}),
+      "sdpfa_fwd: query, key and value must have one rank, got 4 and 5");
   EXPECT_TYPE_ERROR(
       sdpfaFwd(q, nullptr, q, 0.0, {}), "sdpfa_fwd: key must be a tensor");
 }
@@ -154,17 +220,41 @@ TEST_F(Sdpa, BackwardErrors) {
   TensorView* q = define({2, 4, 16, 8});
   SdpaFwdResult f = sdpfaFwd(q, q, q, 0.0, {});
   TensorView* short_grad = define({2, 4, 15, 8});
+  auto bwd = [&](TensorView* grad,
+                 TensorView* lse,
+                 TensorView* seed,
+                 TensorView* offset,
+                 double p) {
+    return sdpfaBwd(grad, q, q, q, f.output, lse, seed, offset, p, {});
+  };
   EXPECT_VALUE_ERROR(
-      sdpfaBwd(short_grad, q, q, q, f.output, f.log_sumexp, 0.0, {}),
+      bwd(short_grad, f.log_sumexp, nullptr, nullptr, 0.0),
       "sdpfa_bwd: the shapes of grad_output and output must match, got 15 and "
       "16");
   EXPECT_VALUE_ERROR(
-      sdpfaBwd(q, q, q, q, f.output, f.output, 0.0, {}),
+      bwd(q, f.output, nullptr, nullptr, 0.0),
       "sdpfa_bwd: log_sumexp must be 3-dimensional [batch, heads, sequence], "
       "got 4");
   EXPECT_VALUE_ERROR(
-      sdpfaBwd(q, q, q, q, f.output, f.log_sumexp, 0.5, {}),
-      "sdpfa_bwd: dropout_p=0.5 is not supported");
+      bwd(q, f.log_sumexp, nullptr, nullptr, 0.5),
+      "sdpfa_bwd: dropout_p=0.5 needs the philox_seed and philox_offset that "
+      "sdpfa_fwd returned, got None");
+  EXPECT_VALUE_ERROR(
+      bwd(q, f.log_sumexp, f.philox_seed, nullptr, 0.5),
+      "philox_seed and philox_offset are given together or not at all");
+  EXPECT_TYPE_ERROR(
+      bwd(q, f.log_sumexp, define({2}, DataType::Int), f.philox_offset, 0.5),
+      "sdpfa_bwd: philox_seed must be a UInt64 tensor of shape [2] (as "
+      "sdpfa_fwd returns it), got Int");
+  EXPECT_VALUE_ERROR(
+      bwd(q, f.log_sumexp, define({3}, DataType::UInt64), f.philox_offset, 0.5),
+      "sdpfa_bwd: philox_seed must have shape [2]");
+  EXPECT_VALUE_ERROR(
+      bwd(q, f.log_sumexp, f.philox_seed, f.philox_seed, 0.5),
+      "sdpfa_bwd: philox_offset must have shape []");
+  EXPECT_VALUE_ERROR(
+      bwd(q, f.log_sumexp, f.philox_seed, f.philox_offset, 1.5),
+      "sdpfa_bwd: dropout_p=1.5 is out of range");
 }
 
 } // namespace
