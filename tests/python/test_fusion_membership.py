@@ -110,6 +110,7 @@ CALLS = {
     "cat": lambda ops, o: ops.cat([o.t(), o.t()], 0),
     "linear": lambda ops, o: ops.linear(o.t(), o.t([3, 4]), o.t([3])),
     "matmul": lambda ops, o: ops.matmul(o.t(), o.t([4, 3])),
+    "grouped_mm": lambda ops, o: ops.grouped_mm(o.t(), o.t([2, 4, 3]), o.t([2], DataType.Int32)),
     "sdpfa_fwd": lambda ops, o: ops.sdpfa_fwd(
         o.t(SDPA, DataType.BFloat16), o.t(SDPA, DataType.BFloat16), o.t(SDPA, DataType.BFloat16)
     ),
