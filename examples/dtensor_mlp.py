@@ -47,6 +47,8 @@ def define_mlp_forward(fd, h: int, dtype=DataType.Float) -> None:
     w2 = fd.define_tensor([h, 4 * h], dtype=dtype)
     b2 = fd.define_tensor([h], dtype=dtype)
     act = fd.ops.gelu(fd.ops.linear(x, w1, b1), approximate="tanh")
+    # gelu of BFloat16 or Half is Float (nvFuser's promotion): back to dtype.
+    act = act if act.dtype() == dtype else fd.ops.cast(act, dtype)
     fd.add_output(fd.ops.linear(act, w2, b2))
 
 
@@ -61,6 +63,7 @@ def define_mlp_backward(fd, h: int, dtype=DataType.Float) -> None:
     pre = fd.define_tensor([-1, 4 * h], dtype=dtype)
     grad_y = fd.define_tensor([-1, h], dtype=dtype)
     act = ops.gelu(pre, approximate="tanh")
+    act = act if act.dtype() == dtype else ops.cast(act, dtype)
     grad_act = ops.matmul(grad_y, w2)
     f32 = [ops.cast(t, DataType.Float) for t in (pre, grad_act)]
     grad_pre = ops.cast(_gelu_tanh_grad(fd, *f32), dtype)

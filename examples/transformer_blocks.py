@@ -62,6 +62,13 @@ def _shard(tv, axis: int, d: int) -> None:
     tv.axis(axis).parallelize(ParallelType.mesh_x)
 
 
+def _as(fd: FusionDefinition, tv, dtype):
+    """`tv` in `dtype`: arithmetic on BFloat16 and Half returns Float, as in
+    nvFuser, and the block keeps torch's module dtypes (the cast folds into
+    the kernel before it)."""
+    return tv if tv.dtype() == dtype else fd.ops.cast(tv, dtype)
+
+
 def mlp_forward(h: int, d: int, mode: str, streams: int = 1, dtype=DataType.BFloat16) -> Mlp:
     """y = linear(gelu_tanh(linear(x, w1, b1)), w2, b2) for x: [tokens, h]."""
     with FusionDefinition() as fd:
@@ -71,7 +78,7 @@ def mlp_forward(h: int, d: int, mode: str, streams: int = 1, dtype=DataType.BFlo
         w2 = fd.define_tensor([h, 4 * h], dtype=dtype)
         b2 = fd.define_tensor([h], dtype=dtype)
         pre = fd.ops.linear(x, w1, b1)
-        act = fd.ops.gelu(pre, approximate="tanh")
+        act = _as(fd, fd.ops.gelu(pre, approximate="tanh"), dtype)
         y = fd.ops.linear(act, w2, b2)
         fd.add_output(y)
 
@@ -112,7 +119,7 @@ def mlp_backward(h: int, d: int, mode: str, streams: int = 1, dtype=DataType.BFl
         pre = fd.define_tensor([-1, 4 * h], dtype=dtype)
         grad_y = fd.define_tensor([-1, h], dtype=dtype)
         ops = fd.ops
-        act = ops.gelu(pre, approximate="tanh")
+        act = _as(fd, ops.gelu(pre, approximate="tanh"), dtype)
         grad_b2 = ops.sum(grad_y, [0])
         grad_w2 = ops.matmul(ops.permute(grad_y, [1, 0]), act)
         grad_act = ops.matmul(grad_y, w2)
@@ -349,11 +356,12 @@ def layer_forward(
         w2 = fd.define_tensor([e, 4 * e], dtype=dtype)
         b2 = fd.define_tensor([e], dtype=dtype)
         attn, _, _, _ = _attention(
-            fd, ops.layer_norm(x, 1, ln0_w, ln0_b), w_qkv, b_qkv, w_o, b_o, a
+            fd, _as(fd, ops.layer_norm(x, 1, ln0_w, ln0_b), dtype), w_qkv, b_qkv, w_o, b_o, a
         )
-        h = ops.add(x, attn)
-        pre = ops.linear(ops.layer_norm(h, 1, ln1_w, ln1_b), w1, b1)
-        y = ops.add(h, ops.linear(ops.gelu(pre, approximate="tanh"), w2, b2))
+        h = _as(fd, ops.add(x, attn), dtype)
+        pre = ops.linear(_as(fd, ops.layer_norm(h, 1, ln1_w, ln1_b), dtype), w1, b1)
+        act = _as(fd, ops.gelu(pre, approximate="tanh"), dtype)
+        y = _as(fd, ops.add(h, ops.linear(act, w2, b2)), dtype)
         fd.add_output(y)
 
         inputs = dict(

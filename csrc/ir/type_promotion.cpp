@@ -78,28 +78,33 @@ DataType promoteTypes(DataType a, DataType b) {
 }
 
 DataType resultType(const PromotionOperands& operands, PromotionKind kind) {
-  // A Python float promotes integers to the default dtype (Float), as a
-  // Python int promotes bools to Int.
+  // A scalar keeps its dtype, but for the 16-bit floats, which count as
+  // Float (nvFuser's wrapped-scalar rule).
   std::vector<DataType> literals;
   for (DataType dtype : operands.literals) {
-    literals.push_back(
-        isFloatingType(dtype)
-            ? DataType::Float
-            : (dtype == DataType::Bool ? DataType::Bool : DataType::Int));
+    literals.push_back(isReducedPrecision(dtype) ? DataType::Float : dtype);
   }
   DataType result = combine(
       promoteAll(operands.tensors),
       combine(promoteAll(operands.zero_dim_tensors), promoteAll(literals)));
   MDF_CHECK(result != DataType::Null, "a promotion needs an operand");
   switch (kind) {
-    case PromotionKind::kDefault:
+    case PromotionKind::kKeepReduced:
       return result;
+    case PromotionKind::kDefault:
+      return isReducedPrecision(result) ? DataType::Float : result;
     case PromotionKind::kIntToFloat:
-      return isFloatingType(result) ? result : DataType::Float;
+      return isFloatingType(result) && !isReducedPrecision(result)
+                 ? result
+                 : DataType::Float;
     case PromotionKind::kAlwaysBool:
       return DataType::Bool;
   }
   MDF_UNREACHABLE();
+}
+
+bool widensReducedPrecision(PromotionKind kind) {
+  return kind == PromotionKind::kDefault || kind == PromotionKind::kIntToFloat;
 }
 
 } // namespace mdfuser

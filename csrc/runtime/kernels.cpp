@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
@@ -61,6 +62,7 @@
 #include "runtime/grouped_mm_kernel.h"
 #include "runtime/rng_mix.h"
 #include "runtime/sdpa_kernels.h"
+#include "runtime/tensor_types.h"
 #include "runtime/views.h"
 
 namespace mdfuser {
@@ -150,14 +152,67 @@ at::Tensor& out0(KernelCall& call) {
 
 // ---------------------------------------------------------------- pointwise
 
+// The operands of a pointwise operation, such that ATen computes in the
+// operation's computation dtype (nvFuser's promotion) where it would compute
+// in torch's: ATen promotes as torch does, where Half + Half is Half and
+// an Int tensor times a Double scalar is Float. One operand with
+// dimensions in the computation dtype makes ATen promote to it (the others
+// are never wider), so at most one is converted; on CUDA the kernel casts
+// the others as it reads them. An operation that writes a narrower dtype
+// than it computes in (a cast folded into it by FoldCasts) runs as ATen's
+// kernel of that dtype, which computes in Float and rounds once.
+std::vector<at::Tensor> pointwiseOperands(const KernelCall& call) {
+  const auto& op = static_cast<const PointwiseOp&>(call.op);
+  std::vector<at::Tensor> operands;
+  operands.reserve(call.op.inputs().size());
+  for (size_t i = 0; i < call.op.inputs().size(); ++i) {
+    operands.push_back(operand(call, i));
+  }
+  const DataType out_dtype = op.out()->dtype();
+  if (op.type() == OpType::Cast ||
+      (out_dtype != DataType::Bool && out_dtype != op.computationDtype())) {
+    return operands;
+  }
+  const at::ScalarType compute = toScalarType(op.computationDtype());
+  // where's condition is no operand of the computation.
+  const size_t first = op.type() == OpType::Where ? 1 : 0;
+  std::optional<size_t> to_convert;
+  for (size_t i = first; i < operands.size(); ++i) {
+    if (call.tensors[i].defined() && operands[i].dim() > 0) {
+      if (operands[i].scalar_type() == compute) {
+        return operands;
+      }
+      if (!to_convert) {
+        to_convert = i;
+      }
+    }
+  }
+  if (to_convert) {
+    operands[*to_convert] = operands[*to_convert].to(compute);
+    return operands;
+  }
+  // Zero-dimensional operands and scalars alone: every one of them, as
+  // tensors (ATen promotes a wrapped Double number to Float).
+  for (size_t i = first; i < operands.size(); ++i) {
+    if (operands[i].scalar_type() != compute ||
+        operands[i].unsafeGetTensorImpl()->is_wrapped_number()) {
+      operands[i] =
+          operands[i].to(compute, /*non_blocking=*/false, /*copy=*/true);
+    }
+  }
+  return operands;
+}
+
 template <at::Tensor& (*F)(at::Tensor&, const at::Tensor&)>
 void unary(KernelCall& call) {
-  F(out0(call), operand(call, 0));
+  const std::vector<at::Tensor> operands = pointwiseOperands(call);
+  F(out0(call), operands[0]);
 }
 
 template <at::Tensor& (*F)(at::Tensor&, const at::Tensor&, const at::Tensor&)>
 void binary(KernelCall& call) {
-  F(out0(call), operand(call, 0), operand(call, 1));
+  const std::vector<at::Tensor> operands = pointwiseOperands(call);
+  F(out0(call), operands[0], operands[1]);
 }
 
 at::Tensor& addOut(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
@@ -186,16 +241,17 @@ at::Tensor& castOut(at::Tensor& out, const at::Tensor& x) {
 }
 
 void whereKernel(KernelCall& call) {
-  at::where_out(
-      out0(call), operand(call, 0), operand(call, 1), operand(call, 2));
+  const std::vector<at::Tensor> operands = pointwiseOperands(call);
+  at::where_out(out0(call), operands[0], operands[1], operands[2]);
 }
 
 void clampKernel(KernelCall& call) {
+  const std::vector<at::Tensor> operands = pointwiseOperands(call);
   at::clamp_out(
       out0(call),
-      operand(call, 0),
-      std::optional<at::Tensor>(operand(call, 1)),
-      std::optional<at::Tensor>(operand(call, 2)));
+      operands[0],
+      std::optional<at::Tensor>(operands[1]),
+      std::optional<at::Tensor>(operands[2]));
 }
 
 // ---------------------------------------------------------------- creation

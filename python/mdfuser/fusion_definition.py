@@ -50,7 +50,8 @@ class _Ops:
     """The operations of a FusionDefinition, as ``fd.ops.<name>``.
 
     Pointwise operations take tensors, scalars (``fd.define_scalar``) and
-    Python numbers, with torch's broadcasting and type promotion. Each
+    Python numbers, with torch's broadcasting and nvFuser's type promotion
+    (arithmetic on Half and BFloat16 returns Float; doc/ops.md). Each
     family's header in csrc/ir/ops/ says what its operations take and how
     they shard; tests/python/test_ops_*.py show each against torch.
     """
@@ -260,8 +261,8 @@ class FusionDefinition:
 
         Its dtype defaults to Double for floats (and for inputs), Int for
         ints and Bool for bools; like a Python number, it promotes a
-        tensor's dtype only through its kind (a BFloat16 tensor times 0.5
-        stays BFloat16).
+        tensor's dtype only through its kind (a Float tensor times 0.5
+        stays Float, an Int tensor times 0.5 is Double).
         """
         if dtype is not None and not isinstance(dtype, DataType):
             raise TypeError(f"define_scalar: dtype must be an mdfuser.DataType, got {dtype!r}")

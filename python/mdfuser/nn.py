@@ -2,7 +2,10 @@
 """Normalizations written with fusion primitives.
 
 They shard like any other composition: over an axis split across devices,
-the sums they take become local sums and an allreduce.
+the sums they take become local sums and an allreduce. As the primitives
+they are written from, they compute Half and BFloat16 inputs in Float and
+return Float; `ops.cast` gives the input's dtype back (a cast that FoldCasts
+and FuseLayerNorms fold into the kernel before it).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def _check_operand(ops, x, op: str, role: str = "input") -> None:
 
 
 def softmax(ops, x: TensorView, dim: int) -> TensorView:
-    """torch.softmax(x, dim): exp(x - max) / sum(exp(x - max)), in Float for
+    """torch.softmax(x, dim): exp(x - max) / sum(exp(x - max)); Float for
     Half and BFloat16 inputs."""
     _check_operand(ops, x, "softmax")
     if isinstance(dim, bool) or not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
@@ -47,8 +50,7 @@ def softmax(ops, x: TensorView, dim: int) -> TensorView:
     shift = _C.ops._max(ops._fusion, xf, [dim], True, DataType.Null, True)
     shifted = ops.sub(xf, shift)
     e = ops.exp(shifted)
-    y = ops.div(e, ops.sum(e, [dim], keepdim=True))
-    return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
+    return ops.div(e, ops.sum(e, [dim], keepdim=True))
 
 
 def _normalized_dims(x: TensorView, normalized_ndim: int, op: str) -> list[int]:
@@ -71,8 +73,8 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> TensorView:
     """torch.nn.functional.layer_norm over the last `normalized_ndim` axes,
-    with optional elementwise weight and bias; in Float for Half and
-    BFloat16 inputs, returned in the input's dtype."""
+    with optional elementwise weight and bias; Float for Half and BFloat16
+    inputs."""
     _check_operand(ops, x, "layer_norm")
     for role, param in (("weight", weight), ("bias", bias)):
         if param is not None:
@@ -90,7 +92,7 @@ def layer_norm(
         y = ops.mul(y, ops.cast(weight, compute) if weight.dtype() != compute else weight)
     if bias is not None:
         y = ops.add(y, ops.cast(bias, compute) if bias.dtype() != compute else bias)
-    return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
+    return y
 
 
 def rms_norm(
@@ -101,7 +103,7 @@ def rms_norm(
     eps: float = 1e-6,
 ) -> TensorView:
     """torch.nn.functional.rms_norm over the last `normalized_ndim` axes:
-    x / sqrt(mean(x^2) + eps) * weight."""
+    x / sqrt(mean(x^2) + eps) * weight; Float for Half and BFloat16 inputs."""
     _check_operand(ops, x, "rms_norm")
     if weight is not None:
         _check_operand(ops, weight, "rms_norm", "weight")
@@ -113,4 +115,4 @@ def rms_norm(
     y = ops.mul(xf, ops.rsqrt(ops.add(ms, eps)))
     if weight is not None:
         y = ops.mul(y, ops.cast(weight, compute) if weight.dtype() != compute else weight)
-    return ops.cast(y, io_dtype) if y.dtype() != io_dtype else y
+    return y

@@ -72,3 +72,84 @@ def sample(shape: Sequence[int], dtype: torch.dtype, seed: int = 0, positive: bo
         1 if positive else -8, 9 if positive else 8, tuple(shape), generator=generator
     )
     return (quarters.double() / 4).to(dtype)
+
+
+# nvFuser's type promotion (doc/ops.md), by operation family.
+WIDENING = {"neg", "add", "sub", "mul", "pow", "maximum", "minimum"}
+FLOAT_FUNCTIONS = {
+    "exp",
+    "log",
+    "log1p",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "sin",
+    "cos",
+    "gelu",
+    "gelu_tanh",
+    "div",
+}
+KEEPING = {"abs", "relu", "silu", "where", "clamp"}
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+_REDUCED = (torch.float16, torch.bfloat16)
+
+
+def _category(dtype: torch.dtype) -> int:
+    return 0 if dtype == torch.bool else (2 if dtype.is_floating_point else 1)
+
+
+def _promote_all(dtypes):
+    result = None
+    for d in dtypes:
+        result = d if result is None else torch.promote_types(result, d)
+    return result
+
+
+def _combine(higher, lower):
+    if higher is None:
+        return lower
+    if lower is None or _category(lower) <= _category(higher):
+        return higher
+    return torch.promote_types(higher, lower)
+
+
+def common_dtype(*args) -> torch.dtype:
+    """The operands' common dtype in torch's three tiers (tensors with
+    dimensions, 0-dimensional tensors, numbers), but with a Python float
+    counting as a Double scalar (nvFuser's rule; torch counts it as its
+    default dtype, Float)."""
+
+    def number_dtype(x):
+        if isinstance(x, bool):
+            return torch.bool
+        return torch.float64 if isinstance(x, float) else torch.int64
+
+    tensors = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.dim() > 0]
+    zero_dim = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.dim() == 0]
+    numbers = [number_dtype(a) for a in args if not isinstance(a, torch.Tensor)]
+    return _combine(_promote_all(tensors), _combine(_promote_all(zero_dim), _promote_all(numbers)))
+
+
+def result_dtype(name: str, *args) -> torch.dtype:
+    """The dtype of operation `name` on `args` under nvFuser's rule."""
+    if name in COMPARISONS:
+        return torch.bool
+    common = common_dtype(*args)
+    if name in WIDENING and common in _REDUCED:
+        return torch.float32
+    if name in FLOAT_FUNCTIONS and (common in _REDUCED or not common.is_floating_point):
+        return torch.float32
+    return common
+
+
+def reference(name: str, f: Callable, *args):
+    """torch's `f` computed as nvFuser computes operation `name`: tensor
+    operands converted to the computation dtype (Half and BFloat16 to Float
+    for arithmetic), Python numbers as they are."""
+    dtype = result_dtype(name, *args)
+    compute = common_dtype(*args) if name in COMPARISONS else dtype
+    converted = [a.to(compute) if isinstance(a, torch.Tensor) else a for a in args]
+    return f(*converted).to(dtype)

@@ -82,7 +82,7 @@ def test_shard_tensor_follows_a_stream_split_above_the_device_split():
     assert torch.equal(shard_tensor(torch.arange(8.0), x), torch.tensor([0.0, 1.0, 4.0, 5.0]))
 
 
-def test_define_scalar_and_python_numbers_promote_like_torch():
+def test_define_scalar_and_python_numbers_promote_as_nvfuser_does():
     with FusionDefinition() as fd:
         x = fd.define_tensor([3], dtype=DataType.BFloat16)
         i = fd.define_tensor([3], dtype=DataType.Int)
@@ -92,8 +92,9 @@ def test_define_scalar_and_python_numbers_promote_like_torch():
     xs = torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16)
     ints = torch.tensor([1, 2, 3])
     a, b, c = fd.execute([xs, ints])
-    assert torch.equal(a, xs * 0.5)
-    assert torch.equal(b, ints + 0.5) and b.dtype == torch.float32
+    # BFloat16 arithmetic is Float; a Python float is a Double scalar.
+    assert torch.equal(a, xs.float() * 0.5) and a.dtype == torch.float32
+    assert torch.equal(b, ints.double() + 0.5) and b.dtype == torch.float64
     assert torch.equal(c, ints < 2)
     with pytest.raises(ValueError, match="cannot define a scalar input in a fusion that has"):
         fd.define_scalar(dtype=DataType.Double)

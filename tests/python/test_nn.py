@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The normalizations of mdfuser.nn (and fd.ops.softmax, layer_norm,
-rms_norm) against torch.nn.functional."""
+rms_norm) against torch.nn.functional. As the operations they are written
+with, they give Float for BFloat16 inputs: torch's result computed on the
+inputs in Float."""
 
 from __future__ import annotations
 
@@ -17,12 +19,18 @@ from mdfuser.pytorch_utils import torch_dtype_to_nvfuser_dtype
 DTYPES = [torch.float32, torch.bfloat16, torch.float64]
 
 
+def _up(t: torch.Tensor) -> torch.Tensor:
+    """`t` as the normalizations compute it: Float for Half and BFloat16."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmax(dim, dtype):
     x = sample([4, 6], dtype, seed=1)
-    assert_same(run1(lambda fd, t: fd.ops.softmax(t, dim), x), torch.softmax(x, dim))
-    assert_same(run1(lambda fd, t: nn.softmax(fd.ops, t, dim), x), torch.softmax(x, dim))
+    expected = torch.softmax(_up(x), dim)
+    assert_same(run1(lambda fd, t: fd.ops.softmax(t, dim), x), expected)
+    assert_same(run1(lambda fd, t: nn.softmax(fd.ops, t, dim), x), expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -32,7 +40,9 @@ def test_layer_norm(affine, normalized_ndim, dtype):
     x = sample([3, 4, 8], dtype, seed=2)
     shape = list(x.shape[-normalized_ndim:])
     w, b = sample(shape, dtype, seed=3), sample(shape, dtype, seed=4)
-    expected = F.layer_norm(x, shape, w if affine else None, b if affine else None, eps=1e-5)
+    expected = F.layer_norm(
+        _up(x), shape, _up(w) if affine else None, _up(b) if affine else None, eps=1e-5
+    )
     if affine:
         out = run1(
             lambda fd, t, tw, tb: fd.ops.layer_norm(t, normalized_ndim, tw, tb, eps=1e-5), x, w, b
@@ -49,7 +59,7 @@ def test_rms_norm(with_weight, normalized_ndim, dtype):
     x = sample([3, 4, 8], dtype, seed=5)
     shape = list(x.shape[-normalized_ndim:])
     w = sample(shape, dtype, seed=6)
-    expected = F.rms_norm(x, shape, w if with_weight else None, eps=1e-6)
+    expected = F.rms_norm(_up(x), shape, _up(w) if with_weight else None, eps=1e-6)
     if with_weight:
         out = run1(lambda fd, t, tw: fd.ops.rms_norm(t, normalized_ndim, tw, eps=1e-6), x, w)
     else:
@@ -62,26 +72,35 @@ def test_layer_norm_of_a_symbolic_row_length():
     assert_same(run1(lambda fd, t: fd.ops.layer_norm(t), x), F.layer_norm(x, [7]))
 
 
+@pytest.mark.parametrize("cast_back", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("affine", [False, True])
-def test_layer_norm_runs_as_one_fused_kernel(affine, dtype):
+def test_layer_norm_runs_as_one_fused_kernel(affine, dtype, cast_back):
     """FuseLayerNorms: the composition runs as one layer_norm statement
     (ATen's kernel) and gives torch's result; with the pass disabled the
-    primitives run and agree within the dtype's tolerance."""
+    primitives run and agree within the dtype's tolerance. A BFloat16
+    layer_norm is Float (normalized in Float) unless cast back, when the
+    kernel normalizes the BFloat16 input as torch's module does."""
     x = sample([6, 16], dtype, seed=8)
     w, b = sample([16], dtype, seed=9), sample([16], dtype, seed=10)
     params = (w, b) if affine else ()
+    mdf_dtype = torch_dtype_to_nvfuser_dtype(dtype)
     with FusionDefinition() as fd:
-        tx = fd.define_tensor([-1, 16], dtype=torch_dtype_to_nvfuser_dtype(dtype))
-        tp = [fd.define_tensor([16], dtype=torch_dtype_to_nvfuser_dtype(dtype)) for _ in params]
-        fd.add_output(nn.layer_norm(fd.ops, tx, 1, *tp, eps=1e-5))
+        tx = fd.define_tensor([-1, 16], dtype=mdf_dtype)
+        tp = [fd.define_tensor([16], dtype=mdf_dtype) for _ in params]
+        y = nn.layer_norm(fd.ops, tx, 1, *tp, eps=1e-5)
+        fd.add_output(fd.ops.cast(y, mdf_dtype) if cast_back and y.dtype() != mdf_dtype else y)
     (fused,) = fd.execute([x, *params])
     program = fd.last_host_ir()
     (composed,) = fd.execute([x, *params], _disable_options=["fuse_layer_norms"])
     assert program.count("= layer_norm(") == 1, program
     assert "= sum(" not in program and "rsqrt" not in program
     assert "= sum(" in fd.last_host_ir()
-    expected = F.layer_norm(x, [16], *(params or (None, None)), eps=1e-5)
+    if cast_back:
+        assert "= cast(" not in program, program
+        expected = F.layer_norm(x, [16], *(params or (None, None)), eps=1e-5)
+    else:
+        expected = F.layer_norm(_up(x), [16], *([_up(p) for p in params] or (None, None)))
     assert_same(fused, expected)
     assert_same(composed, expected)
 
@@ -100,7 +119,10 @@ def test_stream_chunked_layer_norm_fuses_whole_in_the_loop(dtype):
         tx = fd.define_tensor([-1, 16], dtype=mdf_dtype)
         tw, tb = (fd.define_tensor([16], dtype=mdf_dtype) for _ in range(2))
         tlw = fd.define_tensor([32, 16], dtype=mdf_dtype)
-        fd.add_output(fd.ops.linear(fd.ops.layer_norm(tx, 1, tw, tb, eps=1e-5), tlw))
+        normed = fd.ops.layer_norm(tx, 1, tw, tb, eps=1e-5)
+        if normed.dtype() != mdf_dtype:
+            normed = fd.ops.cast(normed, mdf_dtype)
+        fd.add_output(fd.ops.linear(normed, tlw))
         for tv in (tx, tw, tb, tlw):
             tv.set_device_mesh(DeviceMesh([0]))
         tx.outer_split(0, 2)

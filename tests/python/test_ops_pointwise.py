@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: MIT
 """Pointwise operations against plain torch: every unary and binary
-operation of the table, on every dtype, with torch's results and dtypes;
-where, cast and gelu's two forms."""
+operation of the table, on every dtype, with nvFuser's result dtypes
+(arithmetic on Half and BFloat16 gives Float) and torch's values computed
+in them; where, cast and gelu's two forms."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
-from op_testing import assert_same, run1, sample
+from op_testing import assert_same, reference, run1, sample
 
 from mdfuser import _C, DataType
 from mdfuser.pytorch_utils import nvfuser_dtype_to_torch_dtype
@@ -64,6 +65,7 @@ DTYPES = [
     DataType.Float,
     DataType.Double,
     DataType.BFloat16,
+    DataType.Half,
     DataType.Int,
     DataType.Int32,
     DataType.Bool,
@@ -93,7 +95,7 @@ def test_unary_matches_torch(name, dtype):
         with pytest.raises(TypeError, match=f"^{name}"):
             run1(op, x)
         return
-    assert_same(run1(op, x), expected)
+    assert_same(run1(op, x), reference(name, UNARY[name], x))
 
 
 def getattr_op(name):
@@ -130,7 +132,12 @@ OPERANDS = [
     (DataType.Bool, DataType.Int),
     (DataType.Int32, DataType.Int),
     (DataType.BFloat16, DataType.Float),
+    (DataType.BFloat16, DataType.BFloat16),
+    (DataType.Half, DataType.Half),
+    (DataType.Half, DataType.BFloat16),
+    (DataType.Half, DataType.Int),
     (DataType.Float, ZeroDim(1.5, DataType.Double)),
+    (DataType.BFloat16, ZeroDim(1.5, DataType.Float)),
     (DataType.Int, ZeroDim(0.5, DataType.Double)),
     (DataType.Int, 0.5),
     (DataType.BFloat16, 1.5),
@@ -154,14 +161,18 @@ def _operand(spec, index: int):
     if isinstance(spec, ZeroDim):
         return spec.tensor, spec.tensor
     if isinstance(spec, Scalar):
-        floating = spec.dtype in (DataType.Float, DataType.Double)
+        if spec.dtype not in (None, DataType.Double, DataType.Int, DataType.Bool):
+            # A scalar counts with its dtype (a Python float as Double): for
+            # torch, a 0-dimensional tensor of it, which counts alike.
+            return torch.tensor(spec.value, dtype=nvfuser_dtype_to_torch_dtype(spec.dtype)), spec
+        floating = spec.dtype == DataType.Double
         return (float(spec.value) if floating else spec.value), spec
     return spec, spec
 
 
 @pytest.mark.parametrize("operands", OPERANDS, ids=repr)
 @pytest.mark.parametrize("name", list(BINARY))
-def test_binary_matches_torch_including_the_result_dtype(name, operands):
+def test_binary_matches_torch_with_nvfusers_result_dtype(name, operands):
     (a, a_arg), (b, b_arg) = (_operand(spec, i) for i, spec in enumerate(operands))
     expected = _torch_or_error(BINARY[name], a, b)
     inputs = [t for t in (a_arg, b_arg) if isinstance(t, torch.Tensor)]
@@ -183,16 +194,18 @@ def test_binary_matches_torch_including_the_result_dtype(name, operands):
         with pytest.raises(TypeError, match=f"^{name}"):
             run1(body, *inputs)
         return
-    assert_same(run1(body, *inputs), expected)
+    assert_same(run1(body, *inputs), reference(name, BINARY[name], a, b))
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_approximations(approximate):
-    x = sample([4, 6], torch.float32, seed=3)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gelu_approximations(approximate, dtype):
+    x = sample([4, 6], dtype, seed=3)
     out = run1(lambda fd, t: fd.ops.gelu(t, approximate=approximate), x)
-    assert_same(out, F.gelu(x, approximate=approximate))
+    # Float for BFloat16, computed in Float.
+    assert_same(out, F.gelu(x.float(), approximate=approximate))
     if approximate == "tanh":
-        assert not torch.equal(out, F.gelu(x))
+        assert not torch.equal(out, F.gelu(x.float()))
 
 
 def test_gelu_rejects_an_unknown_approximation():
@@ -208,6 +221,7 @@ def test_where_with_tensors_promotes_the_branches(a_dtype, b_dtype):
     cond = sample([3, 4], torch.bool, seed=1)
     a, b = sample([3, 4], a_dtype, seed=2), sample([4], b_dtype, seed=3)
     out = run1(lambda fd, c, x, y: fd.ops.where(c, x, y), cond, a, b)
+    # where keeps BFloat16 (nvFuser promotes its branches without widening).
     assert_same(out, torch.where(cond, a, b))
 
 
@@ -215,7 +229,8 @@ def test_where_with_tensors_promotes_the_branches(a_dtype, b_dtype):
 def test_where_with_scalar_branches(x, y):
     cond = sample([5], torch.bool, seed=4)
     out = run1(lambda fd, c: fd.ops.where(c, x, y), cond)
-    assert_same(out, torch.where(cond, x, y))
+    # Python floats are Double scalars: Double where torch gives Float.
+    assert_same(out, reference("where", lambda a, b: torch.where(cond, a, b), x, y))
 
 
 def test_where_with_a_scalar_branch_and_a_tensor():
@@ -265,7 +280,7 @@ def test_cast_needs_a_dtype():
 def test_clamp_with_scalar_bounds_matches_torch(x_dtype, low, high):
     x = sample([4, 5], nvfuser_dtype_to_torch_dtype(x_dtype), seed=11)
     out = run1(lambda fd, t: fd.ops.clamp(t, low, high), x)
-    assert_same(out, torch.clamp(x, low, high))
+    assert_same(out, reference("clamp", torch.clamp, x, low, high))
 
 
 @pytest.mark.parametrize(
@@ -285,6 +300,13 @@ def test_clamp_with_tensor_bounds_broadcasts_and_promotes(dtypes):
     hi = sample([3, 1], hi_dtype, seed=14) + 1
     out = run1(lambda fd, t, a, b: fd.ops.clamp(t, a, b), x, lo, hi)
     assert_same(out, torch.clamp(x, lo, hi))
+
+
+def test_clamp_with_one_bound_keeps_bfloat16_where_maximum_widens():
+    x = sample([6], torch.bfloat16, seed=15)
+    assert_same(run1(lambda fd, t: fd.ops.clamp(t, min=0.0), x), torch.clamp(x, min=0.0))
+    assert_same(run1(lambda fd, t: fd.ops.clamp(t, max=0.5), x), torch.clamp(x, max=0.5))
+    assert_same(run1(lambda fd, t: fd.ops.maximum(t, 0.0), x), torch.clamp(x.float(), min=0.0))
 
 
 def test_clamp_with_one_bound():

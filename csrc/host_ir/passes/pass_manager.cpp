@@ -5,6 +5,7 @@
 #include "host_ir/passes/allocate_and_deallocate.h"
 #include "host_ir/passes/assign_communication_streams.h"
 #include "host_ir/passes/choose_allocation_layouts.h"
+#include "host_ir/passes/fold_casts.h"
 #include "host_ir/passes/fuse_layer_norms.h"
 #include "host_ir/passes/inplace_allreduce.h"
 #include "host_ir/passes/order_communication_streams.h"
@@ -37,6 +38,7 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
   if (options.fuse_layer_norms) {
     manager.add({"FuseLayerNorms", fuseLayerNorms});
   }
+  manager.add({"FoldCasts", foldCasts});
   if (options.inplace_allreduce) {
     manager.add({"InplaceAllreduce", inplaceAllreduce});
   }

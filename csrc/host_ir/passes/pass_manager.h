@@ -58,6 +58,9 @@ class HostPassManager {
 };
 
 // The host pipeline:
+//   FuseLayerNorms        (unless disabled) first, on the statements lowering
+//                         wrote
+//   FoldCasts             after FuseLayerNorms, whose pattern ends in a cast
 //   InplaceAllreduce      (unless disabled) before allocation, so that the
 //                         temporaries it removes are never allocated
 //   AliasLayoutOps        (unless disabled) before allocation, so that views

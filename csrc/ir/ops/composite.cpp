@@ -39,10 +39,6 @@ TensorView* upcast(TensorView* in) {
   return isReducedPrecision(in->dtype()) ? cast(in, DataType::Float) : in;
 }
 
-TensorView* downcast(TensorView* tv, DataType dtype) {
-  return tv->dtype() == dtype ? tv : cast(tv, dtype);
-}
-
 } // namespace
 
 TensorView* mean(
@@ -52,7 +48,9 @@ TensorView* mean(
   const auto rank = static_cast<int64_t>(in->logicalNoReductions().size());
   const std::vector<int64_t> reduced = reductionDims(dims, rank, "mean");
   TensorView* sum = reduce(OpType::Sum, upcast(in), reduced, keepdim);
-  return downcast(binaryOp(OpType::Div, sum, count(in, reduced)), in->dtype());
+  // A Float result for Half and BFloat16, as nvFuser's mean (a division of
+  // a sum) gives.
+  return binaryOp(OpType::Div, sum, count(in, reduced));
 }
 
 std::pair<TensorView*, TensorView*> varMean(
@@ -81,7 +79,7 @@ std::pair<TensorView*, TensorView*> varMean(
   TensorView* var = binaryOp(OpType::Div, sq_sum, dof);
 
   TensorView* mean_out = keepdim ? mean_kept : squeeze(mean_kept, reduced);
-  return {downcast(var, in->dtype()), downcast(mean_out, in->dtype())};
+  return {var, mean_out};
 }
 
 } // namespace mdfuser

@@ -11,7 +11,8 @@ namespace mdfuser {
 // Reductions written with the primitives, so that they shard like any
 // other composition: a mean over an axis sharded across devices is a local
 // sum, an allreduce and a division by the global count. Half and BFloat16
-// inputs are computed in Float and cast back, as torch does.
+// inputs are computed in Float and give Float results, as a division of
+// sums does in nvFuser (a script casts them back).
 
 // torch.mean over `dims` (empty: every axis). Floating inputs only.
 TensorView* mean(

@@ -14,6 +14,7 @@ constexpr OpFamily kP = OpFamily::kPointwise;
 constexpr PromotionKind kDefault = PromotionKind::kDefault;
 constexpr PromotionKind kToFloat = PromotionKind::kIntToFloat;
 constexpr PromotionKind kToBool = PromotionKind::kAlwaysBool;
+constexpr PromotionKind kKeep = PromotionKind::kKeepReduced;
 constexpr OperandTypes kAny = OperandTypes::kAny;
 constexpr OperandTypes kNotBool = OperandTypes::kNotBool;
 constexpr OperandTypes kNoBool = OperandTypes::kNoBoolOperand;
@@ -22,23 +23,23 @@ constexpr OperandTypes kFloating = OperandTypes::kFloatingOnly;
 // In OpType order.
 constexpr OpInfo kOpTable[] = {
     {Neg, "neg", kP, 1, kDefault, kNotBool},
-    {Abs, "abs", kP, 1, kDefault, kNotBool},
+    {Abs, "abs", kP, 1, kKeep, kNotBool},
     {Exp, "exp", kP, 1, kToFloat, kAny},
     {Log, "log", kP, 1, kToFloat, kAny},
     {Log1p, "log1p", kP, 1, kToFloat, kAny},
     {Tanh, "tanh", kP, 1, kToFloat, kAny},
     {Sigmoid, "sigmoid", kP, 1, kToFloat, kAny},
-    {Relu, "relu", kP, 1, kDefault, kNotBool},
-    {Silu, "silu", kP, 1, kDefault, kFloating},
-    {Gelu, "gelu", kP, 1, kDefault, kFloating},
-    {GeluTanh, "gelu_tanh", kP, 1, kDefault, kFloating},
+    {Relu, "relu", kP, 1, kKeep, kNotBool},
+    {Silu, "silu", kP, 1, kKeep, kFloating},
+    {Gelu, "gelu", kP, 1, kToFloat, kFloating},
+    {GeluTanh, "gelu_tanh", kP, 1, kToFloat, kFloating},
     {Erf, "erf", kP, 1, kToFloat, kAny},
     {Sqrt, "sqrt", kP, 1, kToFloat, kAny},
     {Rsqrt, "rsqrt", kP, 1, kToFloat, kAny},
     {Reciprocal, "reciprocal", kP, 1, kToFloat, kAny},
     {Sin, "sin", kP, 1, kToFloat, kAny},
     {Cos, "cos", kP, 1, kToFloat, kAny},
-    {Cast, "cast", kP, 1, kDefault, kAny},
+    {Cast, "cast", kP, 1, kKeep, kAny},
     {Add, "add", kP, 2, kDefault, kAny},
     {Sub, "sub", kP, 2, kDefault, kNoBool},
     {Mul, "mul", kP, 2, kDefault, kAny},
@@ -52,8 +53,8 @@ constexpr OpInfo kOpTable[] = {
     {Le, "le", kP, 2, kToBool, kAny},
     {Gt, "gt", kP, 2, kToBool, kAny},
     {Ge, "ge", kP, 2, kToBool, kAny},
-    {Where, "where", kP, 3, kDefault, kAny},
-    {Clamp, "clamp", kP, 3, kDefault, kNotBool},
+    {Where, "where", kP, 3, kKeep, kAny},
+    {Clamp, "clamp", kP, 3, kKeep, kNotBool},
     {Sum, "sum", OpFamily::kReduction},
     {Max, "max", OpFamily::kReduction},
     {Min, "min", OpFamily::kReduction},

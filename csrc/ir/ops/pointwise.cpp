@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "ir/ops/pointwise.h"
 
+#include <optional>
+
 #include "ir/container.h"
 #include "ir/errors.h"
 #include "ir/literal.h"
@@ -70,13 +72,46 @@ std::vector<IterDomain*> broadcastShape(
   return out;
 }
 
-// Builds `out = type(operands)` with `dtype`, or the promoted dtype when
-// `dtype` is Null.
+// The operands' dtypes in their promotion tiers. where's condition takes
+// no part; scalars alone (no tensor operand) are promoted as tensors are
+// (nvfuser_direct's scalar operations, such as the reciprocal of a scalar
+// input, feed tensor operations as such).
+PromotionOperands promotionOperands(
+    OpType type, const std::vector<Val*>& operands) {
+  PromotionOperands promotion;
+  bool any_tensor = false;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    Val* val = operands[i];
+    const bool is_tensor = dynamic_cast<TensorView*>(val) != nullptr;
+    any_tensor |= is_tensor;
+    if (type == OpType::Where && i == 0) {
+      continue;
+    }
+    const DataType d = operandDtype(val);
+    if (!is_tensor) {
+      promotion.literals.push_back(d);
+    } else if (static_cast<TensorView*>(val)->logicalNoReductions().empty()) {
+      promotion.zero_dim_tensors.push_back(d);
+    } else {
+      promotion.tensors.push_back(d);
+    }
+  }
+  if (!any_tensor) {
+    promotion.tensors = std::move(promotion.literals);
+    promotion.literals.clear();
+  }
+  return promotion;
+}
+
+// Builds `out = type(operands)` with `dtype`, or, when `dtype` is Null,
+// the dtype of `kind` (the operation's PromotionKind when not given).
 TensorView* build(
-    OpType type, std::vector<Val*> operands, DataType dtype = DataType::Null) {
+    OpType type,
+    std::vector<Val*> operands,
+    DataType dtype = DataType::Null,
+    std::optional<PromotionKind> kind = std::nullopt) {
   const OpInfo& info = opInfo(type);
   std::vector<TensorView*> tensors;
-  PromotionOperands promotion;
   for (size_t i = 0; i < operands.size(); ++i) {
     Val* val = operands[i];
     MDF_TYPE_CHECK(
@@ -87,18 +122,6 @@ TensorView* build(
         " must be a tensor or a scalar, got None");
     if (auto* tv = dynamic_cast<TensorView*>(val)) {
       tensors.push_back(tv);
-    }
-    // where's condition takes no part in the promotion.
-    if (type == OpType::Where && i == 0) {
-      continue;
-    }
-    const DataType d = operandDtype(val);
-    if (dynamic_cast<TensorView*>(val) == nullptr) {
-      promotion.literals.push_back(d);
-    } else if (static_cast<TensorView*>(val)->logicalNoReductions().empty()) {
-      promotion.zero_dim_tensors.push_back(d);
-    } else {
-      promotion.tensors.push_back(d);
     }
   }
   ops::requireSameFusion(operands, info.name);
@@ -113,16 +136,11 @@ TensorView* build(
         operands[i]->toString(),
         "; cast it first");
   }
-  // Scalars alone: a 0-dimensional tensor holding the result, their dtypes
-  // promoted as tensors' are (nvfuser_direct's scalar operations, such as
-  // the reciprocal of a scalar input, feed tensor operations as such).
+  // Scalars alone: a 0-dimensional tensor holding the result.
   const bool scalars_only = tensors.empty();
-  if (scalars_only) {
-    promotion.tensors = std::move(promotion.literals);
-    promotion.literals.clear();
-  }
+  const PromotionOperands promotion = promotionOperands(type, operands);
 
-  const DataType promoted = resultType(promotion, PromotionKind::kDefault);
+  const DataType promoted = resultType(promotion, PromotionKind::kKeepReduced);
   MDF_TYPE_CHECK(
       !(info.operand_types == OperandTypes::kNotBool &&
         promoted == DataType::Bool),
@@ -148,7 +166,7 @@ TensorView* build(
       promoted,
       "; cast them first");
   if (dtype == DataType::Null) {
-    dtype = resultType(promotion, info.promotion);
+    dtype = resultType(promotion, kind.value_or(info.promotion));
   }
   IrContainer* container = operands.front()->container();
   TensorView* out = ops::newTensor(
@@ -174,6 +192,15 @@ PointwiseOp::PointwiseOp(
       info.family == OpFamily::kPointwise, info.name, " is not pointwise");
   MDF_CHECK_EQ(
       static_cast<int>(inputs().size()), info.arity, "operands of ", info.name);
+  if (type == OpType::Cast) {
+    computation_dtype_ = out->dtype();
+  } else {
+    computation_dtype_ = resultType(
+        promotionOperands(type, inputs()),
+        info.promotion == PromotionKind::kAlwaysBool
+            ? PromotionKind::kKeepReduced
+            : info.promotion);
+  }
 }
 
 std::vector<AxisMapping> PointwiseOp::mapProducerToConsumer(
@@ -253,13 +280,15 @@ TensorView* clamp(Val* x, Val* min, Val* max) {
   MDF_USER_CHECK(
       min != nullptr || max != nullptr,
       "clamp: at least one of min and max must be given (not None)");
-  if (min == nullptr) {
-    return build(OpType::Minimum, {x, max});
+  if (min != nullptr && max != nullptr) {
+    return build(OpType::Clamp, {x, min, max});
   }
-  if (max == nullptr) {
-    return build(OpType::Maximum, {x, min});
-  }
-  return build(OpType::Clamp, {x, min, max});
+  // maximum or minimum, with clamp's dtype: Half and BFloat16 stay.
+  return build(
+      min != nullptr ? OpType::Maximum : OpType::Minimum,
+      {x, min != nullptr ? min : max},
+      DataType::Null,
+      PromotionKind::kKeepReduced);
 }
 
 } // namespace mdfuser

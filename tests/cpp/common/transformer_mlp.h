@@ -24,7 +24,13 @@ inline std::unique_ptr<Fusion> makeMlp(
   TensorView* b1 = fusion->defineTensor({4 * h}, {}, dtype);
   TensorView* w2 = fusion->defineTensor({h, 4 * h}, {}, dtype);
   TensorView* b2 = fusion->defineTensor({h}, {}, dtype);
-  TensorView* y = linear(unaryOp(OpType::GeluTanh, linear(x, w1, b1)), w2, b2);
+  // gelu of BFloat16 is Float; cast back as the example does (FoldCasts
+  // folds it into the gelu).
+  TensorView* act = unaryOp(OpType::GeluTanh, linear(x, w1, b1));
+  if (act->dtype() != dtype) {
+    act = cast(act, dtype);
+  }
+  TensorView* y = linear(act, w2, b2);
   fusion->addOutput(y);
 
   std::vector<int64_t> devices;

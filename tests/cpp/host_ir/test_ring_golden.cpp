@@ -31,61 +31,61 @@ namespace mdfuser {
 namespace {
 
 constexpr const char* kExpectedMlp =
-    R"(%HostIrContainer { (T0_g___bfloat[ideviceIdx.x22{2}, iS23{ceilDiv(i0, 2)}, iS1{2}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x16{2}, iS17{4}, iS3{2}] (DeviceMesh{0 1}), T2_g___bfloat[ideviceIdx.x18{2}, iS19{4}] (DeviceMesh{0 1}), T3_g___bfloat[ideviceIdx.x20{2}, iS5{2}, iS21{4}] (DeviceMesh{0 1}), T4_g___bfloat[iS7{2}] (DeviceMesh{0 1})) -> (T7_g___bfloat[ideviceIdx.x24{2}, iS25{ceilDiv(i0, 2)}, iS14{2}] (DeviceMesh{0 1})) :
+    R"(%HostIrContainer { (T0_g___bfloat[ideviceIdx.x24{2}, iS25{ceilDiv(i0, 2)}, iS1{2}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x18{2}, iS19{4}, iS3{2}] (DeviceMesh{0 1}), T2_g___bfloat[ideviceIdx.x20{2}, iS21{4}] (DeviceMesh{0 1}), T3_g___bfloat[ideviceIdx.x22{2}, iS5{2}, iS23{4}] (DeviceMesh{0 1}), T4_g___bfloat[iS7{2}] (DeviceMesh{0 1})) -> (T8_g___bfloat[ideviceIdx.x26{2}, iS27{ceilDiv(i0, 2)}, iS16{2}] (DeviceMesh{0 1})) :
   Stream 0 = GetCurrentStream()
-  T8_g___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
-  T12_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}) = RingChunk(T8_g___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}), axis = 0, index = 0, parts = 2)
-  T12_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1})
-     = set(T0_g___bfloat[ideviceIdx.x22{2}, iS23{ceilDiv(i0, 2)}, iS1{2}] (DeviceMesh{0 1}))
-  T5_g___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  T9_g___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  T13_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}) = RingChunk(T9_g___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}), axis = 0, index = 0, parts = 2)
+  T13_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1})
+     = set(T0_g___bfloat[ideviceIdx.x24{2}, iS25{ceilDiv(i0, 2)}, iS1{2}] (DeviceMesh{0 1}))
+  T5_g___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
   FOR i1 from 0 to 1:
-    T13_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}) = RingChunk(T8_g___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}), axis = 0, index = (2 - i1) % 2, parts = 2)
-    T14_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}) = RingChunk(T8_g___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}), axis = 0, index = (3 - i1) % 2, parts = 2)
+    T14_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}) = RingChunk(T9_g___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}), axis = 0, index = (2 - i1) % 2, parts = 2)
+    T15_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}) = RingChunk(T9_g___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}), axis = 0, index = (3 - i1) % 2, parts = 2)
     SetCurrentStream(CommunicationStream 0)
     Synchronize(Stream 0)
-    Communication 0 (type=CollectivePermute, team=(0 1), input=T13_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}), output=T14_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}), backend=NCCL)
+    Communication 0 (type=CollectivePermute, team=(0 1), input=T14_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}), output=T15_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}), backend=NCCL)
     SetCurrentStream(Stream 0)
-    T15_l___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}) = RingChunk(T5_g___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}), axis = 0, index = (2 - i1) % 2, parts = 2)
-    T15_l___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1})
-       = linear(T13_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}),
-                T1_g___bfloat[ideviceIdx.x16{2}, iS17{4}, iS3{2}] (DeviceMesh{0 1}),
-                T2_g___bfloat[ideviceIdx.x18{2}, iS19{4}] (DeviceMesh{0 1}))
+    T16_l___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}) = RingChunk(T5_g___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}), axis = 0, index = (2 - i1) % 2, parts = 2)
+    T16_l___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1})
+       = linear(T14_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}),
+                T1_g___bfloat[ideviceIdx.x18{2}, iS19{4}, iS3{2}] (DeviceMesh{0 1}),
+                T2_g___bfloat[ideviceIdx.x20{2}, iS21{4}] (DeviceMesh{0 1}))
     Wait(Communication 0)
-  T16_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}) = RingChunk(T8_g___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
-  T17_l___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}) = RingChunk(T5_g___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
-  T17_l___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1})
-     = linear(T16_l___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}),
-              T1_g___bfloat[ideviceIdx.x16{2}, iS17{4}, iS3{2}] (DeviceMesh{0 1}),
-              T2_g___bfloat[ideviceIdx.x18{2}, iS19{4}] (DeviceMesh{0 1}))
-  Deallocate(T8_g___bfloat[iS30{i0}, iS31{2}] (DeviceMesh{0 1}))
-  T6_g___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
-  T6_g___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1})
-     = gelu_tanh(T5_g___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}))
-  Deallocate(T5_g___bfloat[ideviceIdx.x26{2}, iS8{i0}, iS27{4}, rS10{2}] (DeviceMesh{0 1}))
-  T19_l___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}) = RingChunk(T6_g___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
-  T9_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
-  T9_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1})
-     = linear(T19_l___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}),
-              T3_g___bfloat[ideviceIdx.x20{2}, iS5{2}, iS21{4}] (DeviceMesh{0 1}))
+  T17_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}) = RingChunk(T9_g___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+  T18_l___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}) = RingChunk(T5_g___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+  T18_l___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1})
+     = linear(T17_l___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}),
+              T1_g___bfloat[ideviceIdx.x18{2}, iS19{4}, iS3{2}] (DeviceMesh{0 1}),
+              T2_g___bfloat[ideviceIdx.x20{2}, iS21{4}] (DeviceMesh{0 1}))
+  Deallocate(T9_g___bfloat[iS34{i0}, iS35{2}] (DeviceMesh{0 1}))
+  T7_g___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  T7_g___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1})
+     = gelu_tanh(T5_g___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}))
+  Deallocate(T5_g___bfloat[ideviceIdx.x28{2}, iS8{i0}, iS29{4}, rS10{2}] (DeviceMesh{0 1}))
+  T20_l___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}) = RingChunk(T7_g___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+  T10_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  T10_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1})
+     = linear(T20_l___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}),
+              T3_g___bfloat[ideviceIdx.x22{2}, iS5{2}, iS23{4}] (DeviceMesh{0 1}))
   FOR i2 from 1 to 2:
-    T18_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+    T19_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
     SetCurrentStream(CommunicationStream 0)
     Synchronize(Stream 0)
-    Communication 1 (type=CollectivePermute, team=(0 1), input=T9_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}), output=T18_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}), backend=NCCL)
+    Communication 1 (type=CollectivePermute, team=(0 1), input=T10_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}), output=T19_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}), backend=NCCL)
     SetCurrentStream(Stream 0)
     Wait(Communication 1)
-    T20_l___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}) = RingChunk(T6_g___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}), axis = 0, index = (3 - i2) % 2, parts = 2)
-    T9_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1})
-       = linear(T20_l___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}),
-                T3_g___bfloat[ideviceIdx.x20{2}, iS5{2}, iS21{4}] (DeviceMesh{0 1}),
-                T18_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}))
-    Deallocate(T18_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}))
-  Deallocate(T6_g___bfloat[ideviceIdx.x28{2}, iS11{i0}, iS29{4}] (DeviceMesh{0 1}))
-  T7_g___bfloat[ideviceIdx.x24{2}, iS25{ceilDiv(i0, 2)}, iS14{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
-  T7_g___bfloat[ideviceIdx.x24{2}, iS25{ceilDiv(i0, 2)}, iS14{2}] (DeviceMesh{0 1})
-     = add(T9_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}),
+    T21_l___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}) = RingChunk(T7_g___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}), axis = 0, index = (3 - i2) % 2, parts = 2)
+    T10_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1})
+       = linear(T21_l___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}),
+                T3_g___bfloat[ideviceIdx.x22{2}, iS5{2}, iS23{4}] (DeviceMesh{0 1}),
+                T19_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}))
+    Deallocate(T19_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}))
+  Deallocate(T7_g___bfloat[ideviceIdx.x32{2}, iS13{i0}, iS33{4}] (DeviceMesh{0 1}))
+  T8_g___bfloat[ideviceIdx.x26{2}, iS27{ceilDiv(i0, 2)}, iS16{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  T8_g___bfloat[ideviceIdx.x26{2}, iS27{ceilDiv(i0, 2)}, iS16{2}] (DeviceMesh{0 1})
+     = add(T10_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}),
            T4_g___bfloat[iS7{2}] (DeviceMesh{0 1}))
-  Deallocate(T9_g___bfloat[ideviceIdx.x35{2}, iS36{ceilDiv(i0, 2)}, iS33{2}, rS48{2}] (DeviceMesh{0 1}))
+  Deallocate(T10_g___bfloat[ideviceIdx.x39{2}, iS40{ceilDiv(i0, 2)}, iS37{2}, rS52{2}] (DeviceMesh{0 1}))
 } // %HostIrContainer
 )";
 
@@ -164,7 +164,7 @@ TEST(RingGolden, EachDeviceStartsOnItsOwnPart) {
   // Device 1 copies its part into index 1 and consumes index 0 last.
   const std::string program = compile(test::makeMlp(2, 2, 1, "sp"), 1);
   EXPECT_NE(
-      program.find("axis = 0, index = 1, parts = 2)\n  T12_l___bfloat"),
+      program.find("axis = 0, index = 1, parts = 2)\n  T13_l___bfloat"),
       std::string::npos)
       << program;
   EXPECT_NE(program.find("index = (3 - i1) % 2, parts = 2)"), std::string::npos)

@@ -46,12 +46,25 @@ TEST(OpTable, OnlyPointwiseRowsHaveAnArity) {
   EXPECT_EQ(opInfo(OpType::Where).arity, 3);
 }
 
-TEST(OpTable, PromotionAndOperandTypesFollowTorch) {
-  EXPECT_EQ(opInfo(OpType::Div).promotion, PromotionKind::kIntToFloat);
-  EXPECT_EQ(opInfo(OpType::Exp).promotion, PromotionKind::kIntToFloat);
-  EXPECT_EQ(opInfo(OpType::Lt).promotion, PromotionKind::kAlwaysBool);
-  EXPECT_EQ(opInfo(OpType::Add).promotion, PromotionKind::kDefault);
-  EXPECT_EQ(opInfo(OpType::Relu).promotion, PromotionKind::kDefault);
+// Promotion kinds as nvFuser's ops choose their TypePromotionConfig:
+// arithmetic and neg widen Half and BFloat16 (kDefault), float functions
+// also make integers Float, abs/relu/silu/where/clamp keep the dtype.
+TEST(OpTable, PromotionFollowsNvFuserAndOperandTypesTorch) {
+  using K = PromotionKind;
+  EXPECT_EQ(opInfo(OpType::Div).promotion, K::kIntToFloat);
+  EXPECT_EQ(opInfo(OpType::Exp).promotion, K::kIntToFloat);
+  EXPECT_EQ(opInfo(OpType::Gelu).promotion, K::kIntToFloat);
+  EXPECT_EQ(opInfo(OpType::GeluTanh).promotion, K::kIntToFloat);
+  EXPECT_EQ(opInfo(OpType::Lt).promotion, K::kAlwaysBool);
+  EXPECT_EQ(opInfo(OpType::Add).promotion, K::kDefault);
+  EXPECT_EQ(opInfo(OpType::Maximum).promotion, K::kDefault);
+  EXPECT_EQ(opInfo(OpType::Pow).promotion, K::kDefault);
+  EXPECT_EQ(opInfo(OpType::Neg).promotion, K::kDefault);
+  EXPECT_EQ(opInfo(OpType::Abs).promotion, K::kKeepReduced);
+  EXPECT_EQ(opInfo(OpType::Relu).promotion, K::kKeepReduced);
+  EXPECT_EQ(opInfo(OpType::Silu).promotion, K::kKeepReduced);
+  EXPECT_EQ(opInfo(OpType::Where).promotion, K::kKeepReduced);
+  EXPECT_EQ(opInfo(OpType::Clamp).promotion, K::kKeepReduced);
   EXPECT_EQ(opInfo(OpType::Sub).operand_types, OperandTypes::kNoBoolOperand);
   EXPECT_EQ(opInfo(OpType::Neg).operand_types, OperandTypes::kNotBool);
   EXPECT_EQ(opInfo(OpType::Pow).operand_types, OperandTypes::kNotBool);

@@ -25,7 +25,8 @@ TEST(Pointwise, UnaryKeepsTheShapeOnFreshAxes) {
   TensorView* x = fusion.defineTensor({-1, 1, 8}, {}, DataType::BFloat16);
   TensorView* y = unaryOp(OpType::Tanh, x);
   EXPECT_EQ(extents(y->logical()), "i0 b1 8");
-  EXPECT_EQ(y->dtype(), DataType::BFloat16);
+  // As in nvFuser, Half and BFloat16 compute in Float and give Float.
+  EXPECT_EQ(y->dtype(), DataType::Float);
   EXPECT_NE(y->logical()[0], x->logical()[0]);
   EXPECT_EQ(y->logical()[0]->extent(), x->logical()[0]->extent());
   auto* op = dynamic_cast<PointwiseOp*>(y->definition());
@@ -33,7 +34,7 @@ TEST(Pointwise, UnaryKeepsTheShapeOnFreshAxes) {
   EXPECT_EQ(op->type(), OpType::Tanh);
   EXPECT_EQ(
       op->toString(),
-      "T1_g___bfloat[iS3{i0}, bS4{1}, iS5{8}]\n"
+      "T1_g_float[iS3{i0}, bS4{1}, iS5{8}]\n"
       "   = tanh(T0_g___bfloat[iS0{i0}, bS1{1}, iS2{8}])");
 }
 
@@ -50,7 +51,9 @@ TEST(Pointwise, BinaryBroadcastsAlignedAtTheLastAxis) {
   EXPECT_TRUE(fusion.extentConstraints().empty());
 }
 
-TEST(Pointwise, TheOutputDtypeIsTorchs) {
+// nvFuser's rule (type_promotion.h): torch's promotion, scalars keeping
+// their dtype, and arithmetic on Half and BFloat16 giving Float.
+TEST(Pointwise, TheOutputDtypeIsNvFusers) {
   Fusion fusion;
   TensorView* i = fusion.defineTensor({2}, {}, DataType::Int);
   TensorView* i32 = fusion.defineTensor({2}, {}, DataType::Int32);
@@ -59,8 +62,17 @@ TEST(Pointwise, TheOutputDtypeIsTorchs) {
   auto* half = fusion.create<Literal>(0.5, DataType::Double);
   auto* two = fusion.create<Literal>(int64_t{2}, DataType::Int);
   auto* two32 = fusion.create<Literal>(int64_t{2}, DataType::Int32);
-  EXPECT_EQ(binaryOp(OpType::Add, i, half)->dtype(), DataType::Float);
-  EXPECT_EQ(binaryOp(OpType::Mul, bf, half)->dtype(), DataType::BFloat16);
+  EXPECT_EQ(binaryOp(OpType::Add, i, half)->dtype(), DataType::Double);
+  EXPECT_EQ(binaryOp(OpType::Mul, bf, half)->dtype(), DataType::Float);
+  EXPECT_EQ(binaryOp(OpType::Add, bf, bf)->dtype(), DataType::Float);
+  EXPECT_EQ(binaryOp(OpType::Maximum, bf, bf)->dtype(), DataType::Float);
+  EXPECT_EQ(unaryOp(OpType::Neg, bf)->dtype(), DataType::Float);
+  EXPECT_EQ(unaryOp(OpType::Gelu, bf)->dtype(), DataType::Float);
+  EXPECT_EQ(unaryOp(OpType::Abs, bf)->dtype(), DataType::BFloat16);
+  EXPECT_EQ(unaryOp(OpType::Relu, bf)->dtype(), DataType::BFloat16);
+  EXPECT_EQ(unaryOp(OpType::Silu, bf)->dtype(), DataType::BFloat16);
+  EXPECT_EQ(clamp(bf, half, nullptr)->dtype(), DataType::BFloat16);
+  EXPECT_EQ(clamp(bf, half, half)->dtype(), DataType::BFloat16);
   EXPECT_EQ(binaryOp(OpType::Add, b, two)->dtype(), DataType::Int);
   EXPECT_EQ(binaryOp(OpType::Mul, i32, two32)->dtype(), DataType::Int32);
   EXPECT_EQ(binaryOp(OpType::Mul, i, two32)->dtype(), DataType::Int);
@@ -73,7 +85,7 @@ TEST(Pointwise, TheOutputDtypeIsTorchs) {
   // An extent counts as an Int number.
   EXPECT_EQ(
       binaryOp(OpType::Div, bf, bf->logical()[0]->extent())->dtype(),
-      DataType::BFloat16);
+      DataType::Float);
   EXPECT_EQ(
       binaryOp(OpType::Mul, i32, i->logical()[0]->extent())->dtype(),
       DataType::Int32);
@@ -87,14 +99,18 @@ TEST(Pointwise, WhereAndCast) {
   TensorView* w = where(cond, x, half);
   // The condition broadcasts but takes no part in the promotion.
   EXPECT_EQ(extents(w->logical()), "3 4");
-  EXPECT_EQ(w->dtype(), DataType::Float);
+  EXPECT_EQ(w->dtype(), DataType::Double);
   EXPECT_EQ(where(cond, x, x)->dtype(), DataType::Int);
+  // where keeps Half and BFloat16, as nvFuser's does.
+  TensorView* h = fusion.defineTensor({4}, {}, DataType::Half);
+  EXPECT_EQ(where(cond, h, h)->dtype(), DataType::Half);
+  EXPECT_EQ(where(cond, h, half)->dtype(), DataType::Half);
 
   TensorView* c = cast(x, DataType::Half);
   EXPECT_EQ(c->dtype(), DataType::Half);
   EXPECT_EQ(
       definitionOf(c)->toString(),
-      "T4_g___half[iS7{4}]\n"
+      "T7_g___half[iS12{4}]\n"
       "   = cast(T1_g_int64_t[iS2{4}],\n"
       "          dtype=Half)");
 }
@@ -219,9 +235,12 @@ TEST(Pointwise, ScalarsAloneGiveAZeroDimensionalTensor) {
   EXPECT_EQ(binaryOp(OpType::Add, one, one)->dtype(), DataType::Int);
   EXPECT_EQ(unaryOp(OpType::Exp, one)->dtype(), DataType::Float);
   TensorView* x = fusion.defineTensor({2, 3}, {}, DataType::BFloat16);
-  // A 0-dimensional tensor does not promote a tensor with dimensions.
+  // A 0-dimensional tensor does not promote a tensor with dimensions; the
+  // product is Float as any arithmetic on BFloat16.
   TensorView* y = binaryOp(OpType::Mul, x, r);
-  EXPECT_EQ(y->dtype(), DataType::BFloat16);
+  EXPECT_EQ(y->dtype(), DataType::Float);
+  EXPECT_EQ(
+      where(binaryOp(OpType::Lt, x, r), x, r)->dtype(), DataType::BFloat16);
   EXPECT_EQ(y->logicalNoReductions().size(), 2);
 }
 

@@ -124,14 +124,16 @@ TEST(Mean, IsASumDividedByTheCount) {
   EXPECT_EQ(definitionOf(div->tensorInputs()[0])->type(), OpType::Sum);
 }
 
-TEST(Mean, ReducedPrecisionIsComputedInFloat) {
+// As nvFuser's mean (a sum divided by the count): Float for BFloat16, the
+// sum taken in Float.
+TEST(Mean, ReducedPrecisionIsComputedAndReturnedInFloat) {
   Fusion fusion;
   TensorView* x = fusion.defineTensor({2, 4}, {}, DataType::BFloat16);
   TensorView* m = mean(x, {1}, /*keepdim=*/true);
-  EXPECT_EQ(m->dtype(), DataType::BFloat16);
+  EXPECT_EQ(m->dtype(), DataType::Float);
   EXPECT_EQ(extents(m->logical()), "2 b1");
   TensorOp* last = definitionOf(m);
-  EXPECT_EQ(last->type(), OpType::Cast);
+  EXPECT_EQ(last->type(), OpType::Div);
   EXPECT_EQ(last->tensorInputs()[0]->dtype(), DataType::Float);
 }
 
@@ -141,8 +143,8 @@ TEST(VarMean, ShapesAndDtypes) {
   auto [var, m] = varMean(x, {0, 2}, /*correction=*/0);
   EXPECT_EQ(extents(var->logical()), "3");
   EXPECT_EQ(extents(m->logical()), "3");
-  EXPECT_EQ(var->dtype(), DataType::Half);
-  EXPECT_EQ(m->dtype(), DataType::Half);
+  EXPECT_EQ(var->dtype(), DataType::Float);
+  EXPECT_EQ(m->dtype(), DataType::Float);
   auto [var_kept, m_kept] = varMean(x, {-1}, 1, /*keepdim=*/true);
   EXPECT_EQ(extents(var_kept->logical()), "2 3 b1");
   EXPECT_EQ(extents(m_kept->logical()), "2 3 b1");

@@ -21,7 +21,9 @@ def scaled_row_parallel_linear(d: int, s: int, h: int) -> FusionDefinition:
         inp = fd.define_tensor(shape=[-1, 4 * h], contiguity=True, dtype=DataType.BFloat16)
         w = fd.define_tensor(shape=[h, 4 * h], contiguity=True, dtype=DataType.BFloat16)
         b = fd.define_scalar(None, dtype=DataType.Int)
-        out = fd.ops.add(fd.ops.linear(fd.ops.mul(inp, a), w), b)
+        # BFloat16 arithmetic is Float (nvFuser's promotion): cast back.
+        scaled = fd.ops.cast(fd.ops.mul(inp, a), DataType.BFloat16)
+        out = fd.ops.cast(fd.ops.add(fd.ops.linear(scaled, w), b), DataType.BFloat16)
         fd.add_output(out)
         schedule_row_parallel(inp, w, d, s)
     return fd
