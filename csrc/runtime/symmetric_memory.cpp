@@ -15,6 +15,7 @@
 
 #include "ir/errors.h"
 #include "runtime/communicator.h"
+#include "runtime/team_store.h"
 
 namespace mdfuser {
 
@@ -52,14 +53,21 @@ std::string symmetricGroup(
   // The registry holds groups weakly: these keep them.
   static std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups;
   // One group per team, whatever the communication epoch: a pool of a new
-  // epoch makes buffers of its own in it, which never meet the old ones.
+  // epoch makes buffers of its own in it, which never meet the old ones,
+  // and its store numbers the exchanges of each epoch from zero.
   const std::string name = "mdfuser" + hir::teamString(team);
   std::lock_guard<std::mutex> lock(mutex);
   if (groups.count(name) == 0) {
     const int rank = static_cast<int>(teamIndex(team, communicator.rank()));
     const int size = static_cast<int>(team.size());
-    auto store = c10::make_intrusive<c10d::PrefixStore>(
-        "symmetric" + hir::teamString(team), communicator.store());
+    Communicator* const comm = &communicator;
+    auto store = c10::make_intrusive<TeamStore>(
+        c10::make_intrusive<c10d::PrefixStore>(
+            "symmetric" + hir::teamString(team), communicator.store()),
+        [comm] { return comm->epoch(); },
+        [comm, team] {
+          comm->throwIfPeerFailed(team, "setting up symmetric buffers");
+        });
     sm::set_group_info(name, rank, size, store);
     // torch's rendezvous also looks the group up among the process groups;
     // one without backends is enough: nothing runs collectives on it.

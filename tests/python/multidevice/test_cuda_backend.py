@@ -181,6 +181,33 @@ def test_a_rank_that_alone_passes_other_strides_runs_with_its_peers(multidevice_
     assert fd._cache.num_programs == (2 if test.rank == d - 1 else 1)
 
 
+def test_a_pair_rings_then_the_whole_world_rings(multidevice_test):
+    """Ranks 0 and 1 ring on a mesh of their own while the others sit it
+    out, then every rank rings on the whole world. torch's symmetric memory
+    numbers the store exchanges of its rendezvous per process, so the pair's
+    buffers put ranks 0 and 1 ahead of the others: the world's rendezvous
+    must still meet (it waited out the store's timeout on four GPUs)."""
+    test = multidevice_test
+    needs_gpus(test)
+    test.require(3)
+    d = test.size
+    if test.rank < 2:
+        for seed in (21, 22):  # two programs, two rendezvous of the pair
+            fd = allgather_linear(2, 1, 8, 8, False)
+            full = global_inputs(2 * 3, 8, 8, seed=seed)
+            args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+            (out,) = fd.execute(args, backend=CUDA)
+            expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
+            assert torch.equal(out.cpu(), expected)
+    fd = allgather_linear(d, 1, 8, 4 * d, False)
+    full = global_inputs(d * 3, 8, 4 * d, seed=23)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (out,) = fd.execute(args, backend=CUDA)
+    expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
+    assert torch.equal(out.cpu(), expected)
+    expect_cuda_rings(test, fd.last_host_ir(), 1)
+
+
 def test_cuda_and_nccl_programs_are_compiled_apart(multidevice_test):
     """The backend is part of a program's signature: NCCL and CUDA programs
     of one fusion run side by side and agree."""
