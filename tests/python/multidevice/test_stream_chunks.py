@@ -9,6 +9,7 @@ program. Results compare with torch on the same global inputs."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import torch
@@ -23,13 +24,15 @@ H, T = 12, 24
 
 
 @pytest.fixture
-def machine_model():
-    """Sets this process's CPU model for one test, then puts back the one
-    it had (every rank sets the same)."""
-    before = calibration.machine_model("cpu")
-    yield lambda **fields: calibration.set_machine_model("cpu", {**MODEL, **fields})
+def machine_model(multidevice_test):
+    """Sets this process's model of the test's device type (the CPU, or
+    the GPUs) for one test, then puts back the one it had (every rank sets
+    the same)."""
+    kind = multidevice_test.device.type
+    before = calibration.machine_model(kind)
+    yield lambda **fields: calibration.set_machine_model(kind, {**MODEL, **fields})
     if before is not None:
-        calibration.set_machine_model("cpu", before)
+        calibration.set_machine_model(kind, before)
 
 
 MODEL = {
@@ -68,7 +71,7 @@ def test_the_measured_model_chooses_a_count_that_divides_the_rows(
     run(test, fd)
     (count,) = chunks_in(fd.last_host_ir())
     assert T % count == 0 and 1 <= count <= 16
-    model = calibration.machine_model("cpu")
+    model = calibration.machine_model(test.device.type)
     assert model is not None and all(model[k] >= 0 for k in calibration.FIELDS)
 
 
@@ -137,3 +140,19 @@ def test_a_count_that_would_lay_out_the_shards_is_a_value_error(multidevice_test
         shard_tensor(torch.ones(4 * test.size, 4), x)
     with pytest.raises(ValueError, match=message):
         fd.execute([torch.ones(4, 4)])
+
+
+def test_a_model_published_just_before_its_rank_fails_is_read(multidevice_test):
+    """The rank that measures the model publishes it and then fails (as a
+    user error after the measurement makes it do): the ranks already
+    waiting read what it published instead of stopping on its failure."""
+    test = multidevice_test
+    test.require(2)
+    key = "test/published_then_failed"
+    if test.rank == 0:
+        assert test.comm._claim_once(key)
+        time.sleep(0.5)  # the others are waiting by now
+        test.comm._publish(key, "the model")
+        test.comm.report_failure("rank 0 failed after publishing")
+        return
+    assert test.comm._await_published(key, "reading the test's value") == "the model"
