@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """grouped_mm in plain torch, the reference of the grouped_mm tests:
 torch._grouped_mm where the device has it for the operands (CUDA sm90,
-BFloat16, mat1 [M, K] with mat2 [G, K, N] and every row in a group), a
-loop of matmuls over the groups the offsets cut otherwise. Differentiable,
-so that the tests can take torch's gradients through it."""
+BFloat16, mat1 [M, K] with mat2 [G, K, N], rows 16-byte aligned and every
+row in a group), a loop of matmuls over the groups the offsets cut
+otherwise. Differentiable, so that the tests can take torch's gradients
+through it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def _torch_grouped_mm_applies(a: torch.Tensor, b: torch.Tensor, offsets: torch.T
         and b.dim() == 3
         and torch.cuda.get_device_capability(a.device) >= (9, 0)
         and int(offsets[-1]) == a.shape[0]
+        # Its TMA loads need every row of a and b to start 16-byte aligned.
+        and all(s * t.element_size() % 16 == 0 for t in (a, b) for s in t.stride()[:-1])
     )
 
 

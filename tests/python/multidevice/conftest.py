@@ -165,7 +165,13 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.when != "call" or call.excinfo is None:
         return
-    if call.excinfo.errisinstance(ValueError) and NCCL_ON_SHARED_GPUS in str(call.excinfo.value):
+    if NCCL_ON_SHARED_GPUS in str(call.excinfo.value):
+        # This rank's refusal, or a peer's that ended this rank's wait for
+        # it (ranks running other programs, e.g. other teams of a 2-D
+        # mesh): reported, so that peers still waiting stop within seconds.
+        comm = Communicator.instance()
+        if call.excinfo.errisinstance(ValueError) and comm.size() > 1 and not comm.stopped():
+            comm.report_failure(f"test {item.nodeid} needs NCCL: {call.excinfo.exconly()[:300]}")
         report.outcome = "skipped"
         path, line, _ = item.location
         report.longrepr = (path, line or 0, f"Skipped: needs NCCL: {call.excinfo.value}")

@@ -149,12 +149,13 @@ def test_dropout_per_stream_chunk_is_refused_before_anything_runs(multidevice_te
     h = heads(d)
     mesh = DeviceMesh(torch.arange(d))
     with FusionDefinition() as fd:
-        tq = fd.define_tensor([B, h, S, E])
+        # bf16 on GPUs, where attention takes no float32.
+        tq = fd.define_tensor([B, h, S, E], dtype=multidevice_test.mdfuser_dtype)
         fd.add_output(fd.ops.sdpfa_fwd(tq, tq, tq, P, True, None)[0])
         shard_heads(tq, mesh, d)
         tq.outer_split(0, 2)
         tq.axis(0).parallelize(ParallelType.stream)
-    q = torch.zeros(B, h // d, S, E, device=multidevice_test.device)
+    q = torch.zeros(B, h // d, S, E, device=multidevice_test.device, dtype=multidevice_test.dtype)
     with pytest.raises(
         ValueError, match=r"sdpfa_fwd with dropout_p=0.25 cannot run per stream chunk"
     ):

@@ -42,7 +42,8 @@ CASES = {
     "pointwise": Case(
         [[8, 8], [8, 8]],
         lambda o, x, y: o.add(o.mul(o.relu(x), y), 1.0),
-        lambda x, y: torch.relu(x) * y + 1.0,
+        # Arithmetic on bf16 computes and returns Float (doc/ops.md).
+        lambda x, y: torch.relu(x).float() * y.float() + 1.0,
         ([[S0], [R]], (S0,)),
         ([[S0, S1], [R, S1]], (S0, S1)),
     ),
@@ -63,7 +64,7 @@ CASES = {
     "broadcast": Case(
         [[8, 8], [8]],
         lambda o, x, b: o.add(x, o.broadcast_in_dim(b, [8, 8], [1])),
-        lambda x, b: x + b,
+        lambda x, b: x.float() + b.float(),
         ([[S1], [S0]], (S1,)),
         ([[S0, S1], [R, S0]], (S0, S1)),
     ),

@@ -240,11 +240,16 @@ def define_grouped_mlp_backward(fd, dtype, g, k, n):
     def t3(tv):
         return fd.ops.permute(tv, [0, 2, 1])
 
+    def low(tv):
+        # Arithmetic on bf16 returns Float (doc/ops.md); a grouped_mm
+        # takes its operands in one dtype.
+        return fd.ops.cast(tv, dtype)
+
     gate = fd.ops.grouped_mm(inp, gate_w, offsets)
     up = fd.ops.grouped_mm(inp, up_w, offsets)
     sig = fd.ops.sigmoid(gate)
     act = fd.ops.mul(gate, sig)
-    hidden = fd.ops.mul(act, up)
+    hidden = low(fd.ops.mul(act, up))
 
     grad_hidden = fd.ops.grouped_mm(grad_out, t3(down_w), offsets)
     grad_down_w = fd.ops.grouped_mm(t2(hidden), grad_out, offsets)
@@ -254,6 +259,7 @@ def define_grouped_mlp_backward(fd, dtype, g, k, n):
     # silu'(x) = sigmoid(x) * (1 + x * (1 - sigmoid(x)))
     dsilu = fd.ops.mul(sig, fd.ops.add(one, fd.ops.mul(gate, fd.ops.sub(one, sig))))
     grad_gate = fd.ops.mul(grad_act, dsilu)
+    grad_gate, grad_up = low(grad_gate), low(grad_up)
     grad_gate_w = fd.ops.grouped_mm(t2(inp), grad_gate, offsets)
     grad_up_w = fd.ops.grouped_mm(t2(inp), grad_up, offsets)
     grad_inp = fd.ops.add(
