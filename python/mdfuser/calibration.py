@@ -41,23 +41,38 @@ def _machine_name(device: torch.device) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+# The cache file's version: a model measured another way is measured again.
+VERSION = 2
+
+
 def cache_path(device: torch.device) -> Path:
-    return cache_dir() / f"machine_model_{device.type}_{_machine_name(device)}.json"
+    return cache_dir() / f"machine_model_v{VERSION}_{device.type}_{_machine_name(device)}.json"
 
 
 def _seconds(device: torch.device, run, repeats: int = 5) -> float:
-    """The median time of `run()` after two warm-up calls."""
-    times = []
-    for i in range(repeats + 2):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        run()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if i >= 2:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """The median time of one `run()`, after warm-up calls. Each sample
+    times enough back-to-back calls to last about a millisecond (CUDA
+    events on GPUs), so that a kernel of a few microseconds is not timed as
+    its launch and the host's synchronization."""
+    cuda = device.type == "cuda"
+
+    def batch(calls: int) -> float:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                run()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / calls
+        begin = time.perf_counter()
+        for _ in range(calls):
+            run()
+        return (time.perf_counter() - begin) / calls
+
+    batch(2)  # warm-up: kernels chosen and loaded, caches filled
+    calls = max(1, min(1000, int(1e-3 / max(batch(1), 1e-7))))
+    return statistics.median(batch(calls) for _ in range(repeats))
 
 
 def measure(device: torch.device) -> dict[str, float]:
