@@ -237,6 +237,16 @@ class Decomposer {
   //   out = add(sum, b)
   // so that the bias is added once.
   void addBiasAfterTheSum(LinearOp* linear) {
+    // The output of a weight [A, B, K] is [A, batch..., B]: a bias [A, B]
+    // added after the sum would need broadcast axes between its two.
+    MDF_USER_CHECK(
+        linear->outFeatureAxes() == 1,
+        "linear with a weight [A, B, K] (",
+        linear->weight()->toString(),
+        ") whose in_features are split across devices cannot take its bias ",
+        linear->bias()->toString(),
+        ": the partial sums are summed first; add the bias to the linear's "
+        "output instead (broadcast to [A, 1, ..., B])");
     TensorView* out = linear->out();
     TensorView* sum = newTensorLike(out, true, true);
     linear->unregisterAsDefinition();

@@ -489,23 +489,18 @@ std::vector<int64_t> rowOrder(const at::Tensor& t) {
   return order;
 }
 
-void linearKernel(KernelCall& call) {
-  const auto& op = static_cast<const LinearOp&>(call.op);
-  // A weight [A, B, K] is the weight [A * B, K] (a copy where its shard is
-  // not laid out alike); the output's A and B axes, one of A * B.
-  const bool split_features = op.outFeatureAxes() == 2;
-  const at::Tensor weight =
-      split_features ? call.tensors[1].reshape({-1, call.tensors[1].size(-1)})
-                     : call.tensors[1];
-  std::vector<int64_t> shape(
-      call.tensors[0].sizes().begin(), call.tensors[0].sizes().end() - 1);
-  shape.push_back(weight.size(0));
-  const at::Tensor full_out = viewAs(out0(call), shape);
+// out [batch..., N] = in [batch..., K] x weight [N, K]^T (+ bias [N], or a
+// bias of the output's shape).
+void linearInto(
+    at::Tensor full_out,
+    const at::Tensor& in_full,
+    const at::Tensor& weight,
+    const std::optional<at::Tensor>& bias) {
   // Rows in the output's memory order; the input follows (reshape copies
   // it only where it is not laid out alike).
   const std::vector<int64_t> order = rowOrder(full_out);
   at::Tensor out = permuted(full_out, order);
-  const at::Tensor in = permuted(call.tensors[0], order);
+  const at::Tensor in = permuted(in_full, order);
   at::Tensor written = contiguousOut(out);
   // One 2-D GEMM over all leading axes. at::linear_out would run a
   // batched matmul and then add the bias in a separate pass over the
@@ -513,26 +508,55 @@ void linearKernel(KernelCall& call) {
   const int64_t n = weight.size(0);
   // The rows, from the input's leading axes (either extent may be 0).
   const int64_t m = std::accumulate(
-      shape.begin(), shape.end() - 1, int64_t{1}, std::multiplies<>());
+      full_out.sizes().begin(),
+      full_out.sizes().end() - 1,
+      int64_t{1},
+      std::multiplies<>());
   at::Tensor result = viewAs(written, {m, n});
   const at::Tensor a = reshapedAs(in, {m, in.size(-1)});
-  if (op.bias() == nullptr) {
+  if (!bias.has_value()) {
     at::mm_out(result, a, transposedView(weight));
   } else {
     // A bias of the output's shape is the C operand (beta = 1): ring
     // decompositions add a received partial sum this way, in place when it
     // is the output itself.
-    // [A, B] beside a split weight is the bias [A * B] (no ring passes an
-    // output-shaped bias to such a linear).
-    const at::Tensor bias =
-        split_features ? call.tensors[2].reshape({n}) : call.tensors[2];
     at::addmm_out(
         result,
-        bias.dim() > 1 ? reshapedAs(permuted(bias, order), {m, n}) : bias,
+        bias->dim() > 1 ? reshapedAs(permuted(*bias, order), {m, n}) : *bias,
         a,
         transposedView(weight));
   }
   finish(written, out);
+}
+
+void linearKernel(KernelCall& call) {
+  const auto& op = static_cast<const LinearOp&>(call.op);
+  const at::Tensor& in = call.tensors[0];
+  const at::Tensor& weight = call.tensors[1];
+  std::optional<at::Tensor> bias;
+  if (op.bias() != nullptr) {
+    bias = call.tensors[2];
+  }
+  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
+  if (op.outFeatureAxes() == 1) {
+    shape.push_back(weight.size(0));
+    linearInto(viewAs(out0(call), shape), in, weight, bias);
+    return;
+  }
+  // A weight [A, B, K]: the output [A, batch..., B], a GEMM per A (one
+  // where A is split across the devices). No ring passes an output-shaped
+  // bias to such a linear: the bias is [A, B].
+  shape.insert(shape.begin(), weight.size(0));
+  shape.push_back(weight.size(1));
+  const at::Tensor out = viewAs(out0(call), shape);
+  for (int64_t a = 0; a < weight.size(0); ++a) {
+    linearInto(
+        out.select(0, a),
+        in,
+        weight.select(0, a),
+        bias.has_value() ? std::optional<at::Tensor>(bias->select(0, a))
+                         : std::nullopt);
+  }
 }
 
 void matmulKernel(KernelCall& call) {

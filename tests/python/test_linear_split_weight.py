@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """linear with a weight [A, B, K]: out_features split in two, as
 nvfuser_direct writes a column-parallel weight whose device axis is a
-logical axis of its own. The output has an axis for each, [..., A, B]."""
+logical axis of its own. The output has an axis for each, A outermost as
+in nvfuser_direct: [A, ..., B]."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from mdfuser import DataType, FusionDefinition
 
 
 def reference(x, w, b=None):
+    """[A, batch..., B]: torch's linear on the weight [A * B, K], its
+    output's A axis moved first."""
     a, bb, k = w.shape
     out = torch.nn.functional.linear(x, w.reshape(a * bb, k), None if b is None else b.reshape(-1))
-    return out.reshape(*x.shape[:-1], a, bb)
+    return out.reshape(*x.shape[:-1], a, bb).movedim(-2, 0)
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
@@ -34,7 +37,7 @@ def test_a_weight_split_in_two_gives_an_axis_each(bias, x_shape):
     inputs = [x, w] + ([b] if bias else [])
     (out,) = fd.execute(inputs)
     expected = reference(x, w, b if bias else None)
-    assert out.shape == expected.shape
+    assert out.shape == (2, *x_shape[:-1], 3)
     torch.testing.assert_close(out, expected)
 
 

@@ -96,26 +96,33 @@ size_t LinearOp::outFeatureAxes() const {
 std::vector<AxisMapping> LinearOp::mapProducerToConsumer(
     const TensorView* producer, const TensorView* consumer) const {
   MDF_CHECK(consumer == out(), consumer->toString(), " is not an output");
-  // out root: [batch..., N..., rK], with one N axis per out_features axis
-  // of the weight ([N, K], or [A, B, K] for out_features split in two).
+  // out root: [batch..., N, rK] for a weight [N, K]; [A, batch..., B, rK]
+  // for a weight [A, B, K] (out_features split in two, A outermost).
   const std::vector<IterDomain*>& c = consumer->maybeRoot();
   const size_t n = c.size();
-  const size_t features = outFeatureAxes();
-  const size_t first_feature = n - 1 - features;
+  const size_t lead = outFeatureAxes() - 1;
+  // The output positions of the weight's out_features axes.
+  std::vector<size_t> features;
+  if (lead == 1) {
+    features.push_back(0);
+  }
+  features.push_back(n - 2);
   const std::vector<IterDomain*> p = producer->logicalNoReductions();
   std::vector<AxisMapping> result;
   if (producer == in()) {
-    mapBatch(p, 1, c, first_feature, result);
+    // The batch axes sit between the leading A (if any) and B.
+    const std::vector<IterDomain*> batch_and_b(c.begin() + lead, c.end() - 1);
+    mapBatch(p, 1, batch_and_b, batch_and_b.size() - 1, result);
     result.push_back({p.back(), c[n - 1]});
   } else if (producer == weight()) {
-    for (size_t i = 0; i < features; ++i) {
-      result.push_back({p[i], c[first_feature + i]});
+    for (size_t i = 0; i < features.size(); ++i) {
+      result.push_back({p[i], c[features[i]]});
     }
-    result.push_back({p[features], c[n - 1]});
+    result.push_back({p[features.size()], c[n - 1]});
   } else {
     MDF_CHECK(producer == bias(), producer->toString(), " is not an operand");
-    for (size_t i = 0; i < features; ++i) {
-      result.push_back({p[i], c[first_feature + i]});
+    for (size_t i = 0; i < features.size(); ++i) {
+      result.push_back({p[i], c[features[i]]});
     }
   }
   return result;
@@ -154,7 +161,8 @@ TensorView* linear(TensorView* in, TensorView* weight, TensorView* bias) {
       in->toString());
   // [out_features, in_features], or out_features split in two, [A, B,
   // in_features] (nvfuser_direct's form of a weight whose out_features are
-  // split across devices): the output has an axis per out_features axis.
+  // split across devices): the output has an axis per out_features axis,
+  // A outermost as in nvfuser_direct ([A, batch..., B]).
   MDF_USER_CHECK(
       w_ids.size() == 2 || w_ids.size() == 3,
       "linear: weight must be 2-dimensional [out_features, in_features] or "
@@ -191,12 +199,13 @@ TensorView* linear(TensorView* in, TensorView* weight, TensorView* bias) {
   }
 
   std::vector<IterDomain*> out_ids;
+  if (features == 2) {
+    out_ids.push_back(ops::freshAxis(w_ids[0], IterType::Iteration));
+  }
   for (size_t i = 0; i + 1 < in_ids.size(); ++i) {
     out_ids.push_back(ops::freshAxis(in_ids[i], in_ids[i]->iterType()));
   }
-  for (size_t i = 0; i < features; ++i) {
-    out_ids.push_back(ops::freshAxis(w_ids[i], IterType::Iteration));
-  }
+  out_ids.push_back(ops::freshAxis(w_ids[features - 1], IterType::Iteration));
   out_ids.push_back(ops::freshAxis(in_ids.back(), IterType::Reduction));
   TensorView* out = ops::newTensor(in->container(), out_ids, in->dtype());
   in->container()

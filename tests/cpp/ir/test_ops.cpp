@@ -94,28 +94,30 @@ TEST(Linear, OperandErrors) {
 }
 
 TEST(Linear, AWeightSplitInTwoGivesAnOutputAxisEach) {
-  // weight [A, B, K]: out [..., A, B, rK], whose A and B map to the
-  // weight's and the bias's first two axes.
+  // weight [A, B, K]: out [A, ..., B, rK] (A outermost, as in
+  // nvfuser_direct), whose A and B map to the weight's and the bias's
+  // first two axes, and the input's batch axes to those between.
   Fusion fusion;
   TensorView* in = fusion.defineTensor({5, 8}, {}, DataType::Float);
   TensorView* w = fusion.defineTensor({2, 3, 8}, {}, DataType::Float);
   TensorView* b = fusion.defineTensor({2, 3}, {}, DataType::Float);
   TensorView* out = linear(in, w, b);
-  EXPECT_EQ(out->toString(), "T3_g_float[iS7{5}, iS8{2}, iS9{3}, rS10{8}]");
+  EXPECT_EQ(out->toString(), "T3_g_float[iS7{2}, iS8{5}, iS9{3}, rS10{8}]");
   const auto* op = static_cast<const LinearOp*>(out->definition());
   EXPECT_EQ(op->outFeatureAxes(), 2u);
   const std::vector<AxisMapping> from_w = op->mapProducerToConsumer(w, out);
   ASSERT_EQ(from_w.size(), 3u);
-  EXPECT_EQ(from_w[0].consumer, out->maybeRoot()[1]);
+  EXPECT_EQ(from_w[0].consumer, out->maybeRoot()[0]);
   EXPECT_EQ(from_w[1].consumer, out->maybeRoot()[2]);
   EXPECT_EQ(from_w[2].consumer, out->maybeRoot()[3]);
   const std::vector<AxisMapping> from_b = op->mapProducerToConsumer(b, out);
   ASSERT_EQ(from_b.size(), 2u);
+  EXPECT_EQ(from_b[0].consumer, out->maybeRoot()[0]);
   EXPECT_EQ(from_b[1].producer, b->logical()[1]);
   EXPECT_EQ(from_b[1].consumer, out->maybeRoot()[2]);
   const std::vector<AxisMapping> from_in = op->mapProducerToConsumer(in, out);
   ASSERT_EQ(from_in.size(), 2u);
-  EXPECT_EQ(from_in[0].consumer, out->maybeRoot()[0]);
+  EXPECT_EQ(from_in[0].consumer, out->maybeRoot()[1]);
   EXPECT_EQ(from_in[1].consumer, out->maybeRoot()[3]);
 }
 
