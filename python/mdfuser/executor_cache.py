@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,31 @@ def _is_dtensor(t: torch.Tensor) -> bool:
         if module is not None and isinstance(t, getattr(module, "DTensor", ())):
             return True
     return False
+
+
+# The outputs of executed fusions that the user left without a mesh, each
+# with the executor cache that ran it and its index among the outputs:
+# shard_tensor lays such an output out as the last program did, with the
+# sharding mdfuser propagated to it (nvfuser_direct writes that sharding
+# into the output's TensorView; mdfuser's definition stays as written).
+_unplaced_outputs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_unplaced_outputs(fusion: _C.Fusion, fec: FusionExecutorCache) -> None:
+    """Notes `fusion`'s outputs without a mesh as run by `fec`."""
+    for index, tv in enumerate(fusion.outputs()):
+        if tv.device_mesh is None:
+            _unplaced_outputs[tv] = (fec, index)
+
+
+def propagated_output(tv: _C.TensorView) -> _C.TensorView | None:
+    """The last program's output for `tv`, an output the user left without
+    a mesh of a fusion that ran; None for any other tensor."""
+    entry = _unplaced_outputs.get(tv)
+    if entry is None:
+        return None
+    fec, index = entry
+    return fec.output_tensors()[index]
 
 
 class FusionExecutorCache:

@@ -11,7 +11,12 @@ import torch
 
 from mdfuser import _C
 from mdfuser._C import CommunicatorBackend, DataType, TensorView, Val
-from mdfuser.executor_cache import FusionExecutorCache, _is_number, _split_arguments
+from mdfuser.executor_cache import (
+    FusionExecutorCache,
+    _is_number,
+    _split_arguments,
+    note_unplaced_outputs,
+)
 
 __all__ = ["FusionDefinition", "_split_arguments"]
 
@@ -188,6 +193,8 @@ class FusionDefinition:
     def __init__(self) -> None:
         self._fusion = _C.Fusion()
         self._fec: FusionExecutorCache | None = None
+        # The executor cache whose outputs shard_tensor knows of.
+        self._noted_fec: FusionExecutorCache | None = None
         self.ops = _Ops(self._fusion)
 
     def __enter__(self) -> FusionDefinition:
@@ -312,7 +319,7 @@ class FusionDefinition:
         """
         if self._fec is None:
             self._fec = FusionExecutorCache(self._fusion)
-        return self._fec.execute(
+        outputs = self._fec.execute(
             inputs,
             device=device,
             auto_schedule=auto_schedule,
@@ -320,6 +327,12 @@ class FusionDefinition:
             _enable_options=_enable_options,
             _disable_options=_disable_options,
         )
+        if self._noted_fec is not self._fec:
+            # Once per executor cache (fd.fec may be replaced): the outputs
+            # left without a mesh, for shard_tensor.
+            note_unplaced_outputs(self.fusion, self._fec)
+            self._noted_fec = self._fec
+        return outputs
 
     @property
     def fec(self) -> FusionExecutorCache:

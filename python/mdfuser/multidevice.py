@@ -11,6 +11,7 @@ import torch
 
 from mdfuser import _C
 from mdfuser._C import Communicator, CommunicatorBackend, DeviceMesh, TensorView
+from mdfuser.executor_cache import propagated_output
 from mdfuser.fusion_definition import _split_arguments
 
 __all__ = [
@@ -30,7 +31,11 @@ def shard_tensor(tensor: torch.Tensor, tv: TensorView) -> torch.Tensor:
     Device-parallel axes of ``tv`` decide the part (with a stream split
     above a device split, one run per stream chunk); stream splits alone do
     not (every process holds all chunks). A process outside ``tv``'s mesh
-    gets a placeholder of the right shape.
+    gets a placeholder of the right shape. An output the user left without
+    a mesh, once its fusion ran, is laid out as the last run returned it
+    (the sharding mdfuser propagated to it, as nvfuser_direct's
+    shard_tensor reads it); before, and for any other tensor without a
+    mesh, the part is the whole tensor.
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"shard_tensor: expected a torch.Tensor, got {type(tensor).__name__}")
@@ -41,7 +46,10 @@ def shard_tensor(tensor: torch.Tensor, tv: TensorView) -> torch.Tensor:
             f"shard_tensor: the tensor has {tensor.dim()} dimensions but {tv!r} has {tv.ndim}"
         )
     if tv.device_mesh is None:
-        return tensor
+        propagated = propagated_output(tv)
+        if propagated is None or propagated.device_mesh is None:
+            return tensor
+        tv = propagated
     return _C._shard_tensor(tensor, tv, Communicator.instance().rank())
 
 

@@ -211,3 +211,28 @@ def test_an_axis_cut_two_ways_names_each_cut(multidevice_test, above):
         f"axis 0 is cut into parts two ways: its mesh_x split lies below {kind} into 3 "
         "in the producer and is the outermost split in the consumer; split both alike"
     ) in message, message
+
+
+def test_shard_tensor_of_an_output_left_unplaced_follows_the_run(multidevice_test):
+    """An output without a mesh takes the sharding mdfuser propagates to
+    it; once the fusion ran, shard_tensor lays it out that way (as
+    nvfuser_direct's tests read outputs), and before, it is the whole
+    tensor. An input without a mesh stays whole."""
+    d, r = multidevice_test.size, multidevice_test.rank
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([4 * d, 3])
+        y = fd.ops.mul(fd.ops.relu(x), 2.0)
+        fd.add_output(y)
+        x.set_device_mesh(mesh_of(range(d)))
+        split_blocks_then_devices(x, d)
+    full = global_tensor([4 * d, 3], seed=43)
+    expected = 2 * full.relu()
+    assert torch.equal(shard_tensor(expected, y), expected)
+    (out,) = fd.execute([shard_tensor(full, x).to(multidevice_test.device)])
+    assert y.device_mesh is None, "the definition stays as the user wrote it"
+    assert torch.equal(shard_tensor(expected, y), non_outermost_rows(expected, 2, d, r))
+    assert torch.equal(out.cpu(), shard_tensor(expected, y))
+    with FusionDefinition() as other:
+        z = other.define_tensor([4 * d, 3])
+        other.add_output(other.ops.neg(z))
+    assert torch.equal(shard_tensor(full, z), full)
