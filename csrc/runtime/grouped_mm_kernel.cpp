@@ -12,6 +12,7 @@
 
 #include "ir/errors.h"
 #include "ir/ops.h"
+#include "runtime/kernel_buffers.h"
 #include "runtime/shard_tensor.h"
 
 namespace mdfuser {
@@ -82,20 +83,6 @@ bool tryTorchGroupedMm(
       at::arange(a.size(0), offsets.options().dtype(at::kLong));
   out.masked_fill_(at::ge(rows, offsets[-1]).unsqueeze(1), 0);
   return true;
-}
-
-// `buffer` seen with `shape` when it is contiguous, else a contiguous
-// temporary (a buffer laid out otherwise by ChooseAllocationLayouts) that
-// finish() copies back.
-at::Tensor writable(const at::Tensor& buffer, at::IntArrayRef shape) {
-  return buffer.is_contiguous() ? buffer.view(shape)
-                                : at::empty(shape, buffer.options());
-}
-
-void finish(const at::Tensor& written, at::Tensor& buffer) {
-  if (!written.is_alias_of(buffer)) {
-    buffer.copy_(written.view(buffer.sizes()));
-  }
 }
 
 } // namespace

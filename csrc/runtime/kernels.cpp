@@ -14,7 +14,6 @@
 #include <ATen/core/Generator.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
-#include <ATen/ops/addmm.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/arange.h>
@@ -35,10 +34,8 @@
 #include <ATen/ops/log.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/lt.h>
-#include <ATen/ops/matmul.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
-#include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/native_layer_norm.h>
 #include <ATen/ops/ne.h>
@@ -60,45 +57,17 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "runtime/grouped_mm_kernel.h"
+#include "runtime/kernel_buffers.h"
+#include "runtime/matmul_kernels.h"
 #include "runtime/rng_mix.h"
 #include "runtime/sdpa_kernels.h"
 #include "runtime/tensor_types.h"
-#include "runtime/views.h"
 
 namespace mdfuser {
 
 namespace {
 
 using Kernel = void (*)(KernelCall&);
-
-// `buffer` seen with `shape`: an operation's natural output shape, which
-// differs from its buffer's by size-1 axes (device parts of partial results,
-// broadcast axes).
-at::Tensor viewAs(const at::Tensor& buffer, at::IntArrayRef shape) {
-  if (buffer.sizes() == shape) {
-    return buffer;
-  }
-  return buffer.view(shape);
-}
-
-// `t` reshaped to `shape`, `t` itself when it has that shape: a call of
-// ATen's reshape costs host time even when it changes nothing.
-at::Tensor reshapedAs(const at::Tensor& t, at::IntArrayRef shape) {
-  if (t.sizes() == shape) {
-    return t;
-  }
-  return t.reshape(shape);
-}
-
-// `t` with its axes in `order`, `t` itself when the order is the identity.
-at::Tensor permuted(const at::Tensor& t, at::IntArrayRef order) {
-  for (size_t a = 0; a < order.size(); ++a) {
-    if (order[a] != static_cast<int64_t>(a)) {
-      return t.permute(order);
-    }
-  }
-  return t;
-}
 
 // Operand i as a tensor: the bound tensor, or a literal or extent as a
 // 0-dimensional "wrapped number", which takes part in type promotion as a
@@ -454,132 +423,6 @@ void layerNormKernel(KernelCall& call) {
   const auto [y, mean, rstd] =
       at::native_layer_norm(in, normalized, weight, bias, op.eps());
   out0(call).copy_(y);
-}
-
-// ------------------------------------------------------------ contractions
-
-// GEMMs run on contiguous operands and outputs: a stream chunk of a batch
-// axis is a strided view, on which cuBLAS falls back to slow batched paths
-// (or ATen's out= variants refuse the layout). Returns the buffer to write,
-// a contiguous temporary when `out` is not contiguous.
-at::Tensor contiguousOut(const at::Tensor& out) {
-  return out.is_contiguous()
-             ? out
-             : at::empty_like(out, at::MemoryFormat::Contiguous);
-}
-
-void finish(const at::Tensor& written, at::Tensor& out) {
-  if (!written.is_same(out)) {
-    out.copy_(written);
-  }
-}
-
-// The leading axes of `t` (all but the last) from the outermost in memory
-// to the innermost, the last axis last: a GEMM whose rows follow this
-// order writes a permuted-contiguous `t` (a stream chunk of a buffer laid
-// out chunk axis outermost) in place.
-std::vector<int64_t> rowOrder(const at::Tensor& t) {
-  std::vector<int64_t> order(t.dim());
-  std::iota(order.begin(), order.end(), 0);
-  if (t.dim() > 2) {
-    std::stable_sort(order.begin(), order.end() - 1, [&](int64_t a, int64_t b) {
-      return t.stride(a) > t.stride(b);
-    });
-  }
-  return order;
-}
-
-// out [batch..., N] = in [batch..., K] x weight [N, K]^T (+ bias [N], or a
-// bias of the output's shape).
-void linearInto(
-    at::Tensor full_out,
-    const at::Tensor& in_full,
-    const at::Tensor& weight,
-    const std::optional<at::Tensor>& bias) {
-  // Rows in the output's memory order; the input follows (reshape copies
-  // it only where it is not laid out alike).
-  const std::vector<int64_t> order = rowOrder(full_out);
-  at::Tensor out = permuted(full_out, order);
-  const at::Tensor in = permuted(in_full, order);
-  at::Tensor written = contiguousOut(out);
-  // One 2-D GEMM over all leading axes. at::linear_out would run a
-  // batched matmul and then add the bias in a separate pass over the
-  // output; addmm with a 1-D bias takes cuBLASLt's bias epilogue.
-  const int64_t n = weight.size(0);
-  // The rows, from the input's leading axes (either extent may be 0).
-  const int64_t m = std::accumulate(
-      full_out.sizes().begin(),
-      full_out.sizes().end() - 1,
-      int64_t{1},
-      std::multiplies<>());
-  at::Tensor result = viewAs(written, {m, n});
-  const at::Tensor a = reshapedAs(in, {m, in.size(-1)});
-  if (!bias.has_value()) {
-    at::mm_out(result, a, transposedView(weight));
-  } else {
-    // A bias of the output's shape is the C operand (beta = 1): ring
-    // decompositions add a received partial sum this way, in place when it
-    // is the output itself.
-    at::addmm_out(
-        result,
-        bias->dim() > 1 ? reshapedAs(permuted(*bias, order), {m, n}) : *bias,
-        a,
-        transposedView(weight));
-  }
-  finish(written, out);
-}
-
-void linearKernel(KernelCall& call) {
-  const auto& op = static_cast<const LinearOp&>(call.op);
-  const at::Tensor& in = call.tensors[0];
-  const at::Tensor& weight = call.tensors[1];
-  std::optional<at::Tensor> bias;
-  if (op.bias() != nullptr) {
-    bias = call.tensors[2];
-  }
-  std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end() - 1);
-  if (op.outFeatureAxes() == 1) {
-    shape.push_back(weight.size(0));
-    linearInto(viewAs(out0(call), shape), in, weight, bias);
-    return;
-  }
-  // A weight [A, B, K]: the output [A, batch..., B], a GEMM per A (one
-  // where A is split across the devices). No ring passes an output-shaped
-  // bias to such a linear: the bias is [A, B].
-  shape.insert(shape.begin(), weight.size(0));
-  shape.push_back(weight.size(1));
-  const at::Tensor out = viewAs(out0(call), shape);
-  for (int64_t a = 0; a < weight.size(0); ++a) {
-    linearInto(
-        out.select(0, a),
-        in,
-        weight.select(0, a),
-        bias.has_value() ? std::optional<at::Tensor>(bias->select(0, a))
-                         : std::nullopt);
-  }
-}
-
-void matmulKernel(KernelCall& call) {
-  const at::Tensor a = call.tensors[0].contiguous();
-  const at::Tensor b = call.tensors[1].contiguous();
-  // The batch shape broadcasts as in torch.
-  std::vector<int64_t> batch_a(a.sizes().begin(), a.sizes().end() - 2);
-  std::vector<int64_t> batch_b(b.sizes().begin(), b.sizes().end() - 2);
-  const size_t rank = std::max(batch_a.size(), batch_b.size());
-  std::vector<int64_t> shape(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t x =
-        i + batch_a.size() >= rank ? batch_a[i + batch_a.size() - rank] : 1;
-    const int64_t y =
-        i + batch_b.size() >= rank ? batch_b[i + batch_b.size() - rank] : 1;
-    shape[i] = x == 1 ? y : x;
-  }
-  shape.push_back(a.size(-2));
-  shape.push_back(b.size(-1));
-  at::Tensor out = viewAs(out0(call), shape);
-  at::Tensor written = contiguousOut(out);
-  at::matmul_out(written, a, b);
-  finish(written, out);
 }
 
 // The kernel of every operation type, in OpType order.
