@@ -32,14 +32,21 @@ def split_blocks_then_devices(tv, d: int) -> None:
     tv.axis(1).parallelize(ParallelType.mesh_x)
 
 
-def test_non_outermost_sharding_computes_on_every_block(multidevice_test):
-    d, r = multidevice_test.size, multidevice_test.rank
+def doubled_relu_of_split_blocks(d: int):
+    """y = 2 relu(x), x [4d, 3] on d devices split as split_blocks_then_devices
+    does, y left without a mesh: (fd, x, y)."""
     with FusionDefinition() as fd:
         x = fd.define_tensor([4 * d, 3])
         y = fd.ops.mul(fd.ops.relu(x), 2.0)
         fd.add_output(y)
         x.set_device_mesh(mesh_of(range(d)))
         split_blocks_then_devices(x, d)
+    return fd, x, y
+
+
+def test_non_outermost_sharding_computes_on_every_block(multidevice_test):
+    d, r = multidevice_test.size, multidevice_test.rank
+    fd, x, _ = doubled_relu_of_split_blocks(d)
     full = global_tensor([4 * d, 3], seed=41)
     local_x = non_outermost_rows(full, 2, d, r)
     assert torch.equal(shard_tensor(full, x), local_x)
@@ -219,12 +226,7 @@ def test_shard_tensor_of_an_output_left_unplaced_follows_the_run(multidevice_tes
     nvfuser_direct's tests read outputs), and before, it is the whole
     tensor. An input without a mesh stays whole."""
     d, r = multidevice_test.size, multidevice_test.rank
-    with FusionDefinition() as fd:
-        x = fd.define_tensor([4 * d, 3])
-        y = fd.ops.mul(fd.ops.relu(x), 2.0)
-        fd.add_output(y)
-        x.set_device_mesh(mesh_of(range(d)))
-        split_blocks_then_devices(x, d)
+    fd, x, y = doubled_relu_of_split_blocks(d)
     full = global_tensor([4 * d, 3], seed=43)
     expected = 2 * full.relu()
     assert torch.equal(shard_tensor(expected, y), expected)
