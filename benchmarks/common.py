@@ -137,7 +137,11 @@ def collective_backend(cuda: bool) -> dict:
 
 
 def backend_variants(
-    cuda: bool, d: int, graphs: bool = False, prologues_first: bool = False
+    cuda: bool,
+    d: int,
+    graphs: bool = False,
+    prologues_first: bool = False,
+    ring_reduce_scatter: bool = False,
 ) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: on GPUs that map each other's memory the CUDA
@@ -148,7 +152,11 @@ def backend_variants(
     collectives and the CUDA backend's rings replayed as CUDA graphs; with
     `prologues_first`, `mdfuser_cuda_first` and (with `graphs`)
     `mdfuser_cuda_graph_first`: the CUDA backend's rings with every stream
-    chunk's step-0 GEMM issued first, in order (`ring_prologues_first`).
+    chunk's step-0 GEMM issued first, in order (`ring_prologues_first`);
+    with `ring_reduce_scatter` and d > 2, `mdfuser_cuda_ring_rs` and (with
+    `graphs`) `mdfuser_cuda_graph_ring_rs`: the CUDA backend's reduce-scatter
+    as a ring rather than the direct moves it makes over three devices or
+    more (`_disable_options=["direct_reduce_scatter"]`).
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -174,6 +182,11 @@ def backend_variants(
                 variants["mdfuser_cuda_graph_first"] = first | {
                     "_enable_options": ["ring_prologues_first", "cuda_graph"]
                 }
+        if ring_reduce_scatter and d > 2:
+            ring = {"backend": CommunicatorBackend.cuda, "_disable_options": ["direct_reduce_scatter"]}
+            variants["mdfuser_cuda_ring_rs"] = ring
+            if graphs:
+                variants["mdfuser_cuda_graph_ring_rs"] = ring | {"_enable_options": ["cuda_graph"]}
     return variants
 
 

@@ -233,7 +233,9 @@ def symmetric_memory_group() -> str:
 def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str]]:
     """execute's keyword arguments by mdfuser variant this run can time,
     and the reasons for those it cannot."""
-    runnable = {"mdfuser": {}} | backend_variants(cuda, d, graphs=True, prologues_first=True)
+    runnable = {"mdfuser": {}} | backend_variants(
+        cuda, d, graphs=True, prologues_first=True, ring_reduce_scatter=True
+    )
     skipped = {}
     if d == 1:
         reason = "d = 1: a team of one has no ring (the same program as mdfuser)"

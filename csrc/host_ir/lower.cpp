@@ -497,6 +497,21 @@ class Lowerer {
           apart ? operand(bufferLike(consumer)) : out);
       return true;
     }
+    if (options_.direct_reduce_scatter && team.size() > 2) {
+      // Every peer's partial sum is sent straight to it: d - 1 moves that
+      // depend on no other device's, each beside the next step's GEMM. (At
+      // d = 2 the ring below is the same schedule.) Buffers of one part's
+      // shape, as the ring's.
+      std::vector<TensorView*> sends;
+      std::vector<TensorView*> receives;
+      for (size_t j = 1; j < team.size(); ++j) {
+        sends.push_back(bufferLike(consumer));
+        receives.push_back(bufferLike(consumer));
+      }
+      emitDirectLinearReduceScatter(
+          ring(team), p.in, p.axis, p.weight, out, sends, receives, extent);
+      return true;
+    }
     // The partial sums arrive in a buffer of one part's shape.
     emitLinearReduceScatter(
         ring(team), p.in, p.axis, p.weight, out, bufferLike(consumer), extent);

@@ -26,6 +26,10 @@ struct LoweringOptions {
   //    whose only use is their reduce-scatter or allreduce.
   // Other collectives, and teams of one device, are lowered as usual.
   bool ring_decomposition = false;
+  // A reduce-scatter ring over three devices or more sends each peer's
+  // partial sum straight to it (emitDirectLinearReduceScatter) instead of
+  // passing sums round the ring.
+  bool direct_reduce_scatter = true;
 };
 
 // Lowers a fusion that went through runFusionPasses into the host program

@@ -400,6 +400,17 @@ Communication::Communication(
     MDF_CHECK(
         spec_.senders == spec_.team && spec_.receivers == spec_.team,
         "every member of a CollectivePermute's team sends and receives");
+    const auto d = static_cast<int64_t>(spec_.team.size());
+    MDF_CHECK(
+        spec_.shift >= 1 && (spec_.shift < d || d == 1),
+        "a CollectivePermute over a team of ",
+        d,
+        " shifts by 1 to ",
+        std::max<int64_t>(d - 1, 1),
+        " places, not ",
+        spec_.shift);
+  } else {
+    MDF_CHECK(spec_.shift == 1, "only a CollectivePermute shifts");
   }
 }
 
@@ -442,6 +453,9 @@ std::string Communication::toString() const {
   }
   if (spec_.out_axis >= 0) {
     s += ", out_axis=" + std::to_string(spec_.out_axis);
+  }
+  if (spec_.shift != 1) {
+    s += ", shift=" + std::to_string(spec_.shift);
   }
   if (in_ != nullptr) {
     s += ", input=" + in_->toString();

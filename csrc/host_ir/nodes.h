@@ -417,13 +417,19 @@ struct CommunicationSpec {
   // tensor, of the device axis the collective sums over (one element
   // locally), dropped before posting; -1 if none.
   int64_t in_device_axis = -1;
+  // CollectivePermute: each member sends to the member `shift` places after
+  // it in team order and receives from the one `shift` places before it
+  // (1: the next and the previous, a ring's step; 1 .. d - 1 over a team of
+  // d, the d - 1 steps of a direct reduce-scatter).
+  int64_t shift = 1;
 };
 
 // Posts a collective on the current stream. A rank that only sends has no
 // output buffer, one that only receives no input buffer: the missing one is
 // nullptr. A CollectivePermute (the step of a ring) has both: each team
-// member sends `in` to the next member and receives the previous member's
-// into `out`; until its Wait nothing may write `in` or touch `out`.
+// member sends `in` to the next member (`shift` places on) and receives the
+// previous member's into `out`; until its Wait nothing may write `in` or
+// touch `out`.
 //
 // On the CUDA backend a CollectivePermute writes `in` straight into the
 // next member's memory, at the place in its symmetric buffer that

@@ -71,10 +71,12 @@ class RingBuilder {
       Scope& scope,
       TensorView* in,
       TensorView* out,
-      TensorView* landing) const {
+      TensorView* landing,
+      int64_t shift = 1) const {
     CommunicationSpec spec;
     spec.type = CommunicationType::CollectivePermute;
     spec.team = ring_.team;
+    spec.shift = shift;
     auto* c = hic_.create<Communication>(spec, in, out, ring_.backend, landing);
     scope.pushBack(c);
     return c;
@@ -183,6 +185,52 @@ void emitLinearReduceScatter(
       body.chunk(in, in_axis, body.part(-1, steps->index()), extent);
   body.linear(steps->body(), out, part, weight, receive);
   b.scope().pushBack(steps);
+}
+
+void emitDirectLinearReduceScatter(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    const std::vector<TensorView*>& sends,
+    const std::vector<TensorView*>& receives,
+    Scalar* part_extent) {
+  RingBuilder b(ring);
+  const int64_t d = b.size();
+  MDF_CHECK(
+      static_cast<int64_t>(sends.size()) == d - 1 &&
+          static_cast<int64_t>(receives.size()) == d - 1,
+      "a direct reduce-scatter over ",
+      d,
+      " devices sends and receives ",
+      d - 1,
+      " parts");
+  HostIrContainer& hic = b.hic();
+  Scalar* extent = mul(b.constantOf(d), part_extent);
+  // Step j: the partial sum of device me + j's part, sent to it while the
+  // next step's GEMM runs; device me - j's partial sum of part me arrives.
+  std::vector<Communication*> moves;
+  for (int64_t j = 1; j < d; ++j) {
+    TensorView* part = b.chunk(in, in_axis, b.part(j, nullptr), extent);
+    b.linear(b.scope(), sends[j - 1], part, weight, nullptr);
+    moves.push_back(b.permute(
+        b.scope(), sends[j - 1], receives[j - 1], receives[j - 1], j));
+  }
+  // This device's own partial sum, adding the first arrival as the GEMM's C
+  // operand, while the later ones still move; then each later arrival.
+  b.scope().pushBack(hic.create<Wait>(moves.front()));
+  b.linear(
+      b.scope(),
+      out,
+      b.chunk(in, in_axis, b.part(0, nullptr), extent),
+      weight,
+      receives.front());
+  for (int64_t j = 2; j < d; ++j) {
+    b.scope().pushBack(hic.create<Wait>(moves[j - 1]));
+    b.scope().pushBack(hic.create<PointwiseOp>(
+        OpType::Add, out, std::vector<Val*>{out, receives[j - 1]}));
+  }
 }
 
 void emitLinearAllreduce(

@@ -58,6 +58,23 @@ void emitLinearReduceScatter(
     TensorView* receive,
     Scalar* part_extent);
 
+// The same reduce-scatter, direct: at step j = 1 .. d - 1 this device
+// computes its partial sum of part me + j into sends[j - 1] and sends it
+// straight to device me + j (a CollectivePermute of shift j), receiving
+// device me - j's partial sum of part me into receives[j - 1]; the steps'
+// moves depend on no other device's, so each overlaps the next step's
+// GEMM. Then out = this device's own partial sum with receives[0] as the
+// GEMM's C operand, plus each later arrival. The buffers have out's shape.
+void emitDirectLinearReduceScatter(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    const std::vector<TensorView*>& sends,
+    const std::vector<TensorView*>& receives,
+    Scalar* part_extent);
+
 // out = the sum over the team of linear(in, weight): the reduce-scatter
 // ring, then an allgather ring of the reduced parts, both cut along in's
 // `in_axis` and out's `out_axis`, of extent `extent`. Peers' parts arrive in

@@ -646,8 +646,17 @@ Works postCollectivePermute(Posting& p) {
     return p.local();
   }
   constexpr int kTag = 1;
-  const int next = static_cast<int>((p.me + 1) % p.size);
-  const int previous = static_cast<int>((p.me + p.size - 1) % p.size);
+  MDF_CHECK(
+      r.shift >= 1 && r.shift < p.size,
+      p.where(),
+      "a team of ",
+      p.size,
+      " shifts by 1 to ",
+      p.size - 1,
+      " places, not ",
+      r.shift);
+  const int next = static_cast<int>((p.me + r.shift) % p.size);
+  const int previous = static_cast<int>((p.me + p.size - r.shift) % p.size);
   std::vector<at::Tensor> send = {p.input(r.in)};
   std::vector<at::Tensor> recv = {p.output(r.out)};
   if (p.backend.getBackendName() == "nccl") {

@@ -49,8 +49,9 @@ namespace mdfuser {
 //   SendRecv       one sender and one receiver (different ranks); out = in
 //   CollectivePermute
 //                  senders == receivers == team; each member sends its in to
-//                  the next member (team order, the last to the first) and
-//                  receives the previous member's in into its out. in and out
+//                  the member `shift` places after it (team order, wrapping
+//                  round; 1: the next) and receives the in of the member
+//                  `shift` places before it into its out. in and out
 //                  may differ in shape (the ring's chunks of an uneven axis):
 //                  out has the shape of the previous member's in
 //
@@ -69,6 +70,8 @@ struct CollectiveRequest {
   int64_t axis = 0;
   // AllToAll only: the axis that is whole in `in` and split in `out`.
   int64_t out_axis = 0;
+  // CollectivePermute only: how many places on each member sends.
+  int64_t shift = 1;
   at::Tensor in;
   at::Tensor out;
 };

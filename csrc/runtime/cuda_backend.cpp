@@ -226,6 +226,7 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
 
 PendingCollective CudaBackend::permute(
     const std::vector<int64_t>& members,
+    int64_t shift,
     const at::Tensor& in,
     const at::Tensor& out,
     const at::Tensor& landing,
@@ -255,8 +256,17 @@ PendingCollective CudaBackend::permute(
   const at::Tensor place =
       landing.sizes() == in.sizes() ? landing : landing.view(in.sizes());
   Team& t = team(members);
-  const int64_t next = (t.me + 1) % t.size();
-  const int64_t previous = (t.me + t.size() - 1) % t.size();
+  MDF_CHECK(
+      shift >= 1 && shift < t.size(),
+      *what,
+      " shifts by ",
+      shift,
+      " places in a team of ",
+      t.size());
+  // The flags are per writer, so permutes of different shifts on one
+  // channel raise and wait on different flags of each holder.
+  const int64_t next = (t.me + shift) % t.size();
+  const int64_t previous = (t.me + t.size() - shift) % t.size();
   cudaStream_t stream =
       c10::cuda::getCurrentCUDAStream(device_.index()).stream();
   const bool captured = isCapturing(stream);
@@ -388,6 +398,7 @@ std::function<bool()> CudaBackend::releaser() const {
 
 PendingCollective CudaBackend::permute(
     const std::vector<int64_t>&,
+    int64_t,
     const at::Tensor&,
     const at::Tensor&,
     const at::Tensor&,

@@ -375,6 +375,7 @@ class Interpreter {
     request.op = redOp(spec.reduce);
     request.axis = std::max<int64_t>(spec.axis, 0);
     request.out_axis = std::max<int64_t>(spec.out_axis, 0);
+    request.shift = spec.shift;
     const bool sends = comm->rootIndex() == nullptr || isRootNow(comm);
     if (comm->rootIndex() != nullptr) {
       // The root of this step: it sends its input, every other member
@@ -405,6 +406,7 @@ class Interpreter {
           comm,
           cuda().permute(
               spec.team,
+              spec.shift,
               request.in,
               request.out,
               landing == comm->in()    ? request.in

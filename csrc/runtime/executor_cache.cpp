@@ -244,6 +244,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
       "without CUDA); use CommunicatorBackend.nccl");
   lowering.device = communicator.rank();
   lowering.ring_decomposition = options.ring_decomposition;
+  lowering.direct_reduce_scatter = options.direct_reduce_scatter;
   auto program = std::make_unique<Program>();
   program->hic = hir::lowerToHostIr(std::move(fusion), lowering);
   hir::runHostPasses(

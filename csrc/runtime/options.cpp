@@ -121,6 +121,7 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       flag("ring_decomposition", ring_decomposition),
       flag("cuda_graph", cuda_graph),
       flag("ring_prologues_first", ring_prologues_first),
+      flag("direct_reduce_scatter", direct_reduce_scatter),
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
        backend.has_value() ? hir::backendName(*backend) : "default"},
@@ -143,7 +144,10 @@ ExecuteOptions ExecuteOptions::parse(
   }();
   static const std::vector<std::string> known_disable = [] {
     std::vector<std::string> names = {
-        "inplace_allreduce", "alias_layout_ops", "fuse_layer_norms"};
+        "inplace_allreduce",
+        "alias_layout_ops",
+        "fuse_layer_norms",
+        "direct_reduce_scatter"};
     const auto& ignored = ignoredDisableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
     return names;
@@ -192,6 +196,9 @@ ExecuteOptions ExecuteOptions::parse(
     }
     if (name == "fuse_layer_norms") {
       options.fuse_layer_norms = false;
+    }
+    if (name == "direct_reduce_scatter") {
+      options.direct_reduce_scatter = false;
     }
   }
   return options;

@@ -51,6 +51,10 @@ struct ExecuteOptions {
   // before the rings (the RingProloguesFirst host pass);
   // "ring_prologues_first".
   bool ring_prologues_first = false;
+  // Reduce-scatter rings over three devices or more send each peer's
+  // partial sum straight to it (LoweringOptions::direct_reduce_scatter);
+  // disabled by "direct_reduce_scatter", which passes sums round the ring.
+  bool direct_reduce_scatter = true;
   // The library carrying communications; unset: Gloo for CPU tensors, and
   // for CUDA tensors the CUDA backend where every GPU maps the others'
   // memory, NCCL otherwise (FusionExecutorCache's defaultBackend).

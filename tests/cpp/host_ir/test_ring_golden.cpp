@@ -131,11 +131,15 @@ constexpr const char* kExpectedAllreduce =
 )";
 
 std::string compile(
-    std::unique_ptr<Fusion> fusion, int64_t device, bool ring = true) {
+    std::unique_ptr<Fusion> fusion,
+    int64_t device,
+    bool ring = true,
+    bool direct = true) {
   runFusionPasses(fusion.get());
   hir::LoweringOptions options;
   options.device = device;
   options.ring_decomposition = ring;
+  options.direct_reduce_scatter = direct;
   auto hic = hir::lowerToHostIr(std::move(fusion), options);
   hir::runHostPasses(*hic);
   return hic->toString();
@@ -223,6 +227,35 @@ TEST(RingGolden, PairsThatDoNotMatchKeepTheirCollectives) {
   EXPECT_EQ(
       compile(test::makeMlp(2, 1, 2, "sp"), 0),
       compile(test::makeMlp(2, 1, 2, "sp"), 0, /*ring=*/false));
+}
+
+// Over three devices the reduce-scatter sends each peer its partial sum
+// directly: device 1 computes part 2's (for device 2, shift 1), then part
+// 0's (for device 0, shift 2), then its own, adding device 0's partial sum
+// as the GEMM's C operand and device 2's after it.
+TEST(RingGolden, ADirectReduceScatterBeyondTwoDevices) {
+  const std::string direct = compile(test::makeMlp(3, 3, 1, "sp"), 1);
+  EXPECT_EQ(count(direct, "type=CollectivePermute"), 3) << direct;
+  EXPECT_EQ(count(direct, "shift=2,"), 1) << direct;
+  EXPECT_EQ(count(direct, "type=ReduceScatter"), 0) << direct;
+  const size_t part2 = direct.find("index = 2, parts = 3)");
+  const size_t shift2 = direct.find("shift=2,");
+  const size_t own = direct.find("index = 1, parts = 3)", shift2);
+  const size_t add = direct.find("= add(");
+  ASSERT_NE(part2, std::string::npos) << direct;
+  ASSERT_NE(shift2, std::string::npos) << direct;
+  ASSERT_NE(own, std::string::npos) << direct;
+  ASSERT_NE(add, std::string::npos) << direct;
+  EXPECT_LT(part2, shift2) << direct;
+  EXPECT_LT(own, add) << direct;
+
+  // Without it, the ring: one permute in the allgather's loop, one in the
+  // reduce-scatter's, and one add fewer (the MLP's bias is the other).
+  const std::string ring =
+      compile(test::makeMlp(3, 3, 1, "sp"), 1, true, /*direct=*/false);
+  EXPECT_EQ(count(ring, "type=CollectivePermute"), 2) << ring;
+  EXPECT_EQ(count(ring, "shift="), 0) << ring;
+  EXPECT_EQ(count(direct, "= add("), count(ring, "= add(") + 1) << direct;
 }
 
 TEST(RingGolden, PrintingIsDeterministic) {

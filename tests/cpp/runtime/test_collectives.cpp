@@ -504,6 +504,42 @@ TEST(Collectives, CollectivePermuteShiftsToTheNextMember) {
   }
 }
 
+// With a shift s, each member's input lands on the member s places on, and
+// the member s places back's arrives: every shift of the team, one after the
+// other (a direct reduce-scatter's steps).
+TEST(Collectives, CollectivePermuteShiftsByAnyPlaces) {
+  for (const std::vector<int64_t>& team : {worldTeam(), rotatedTeam()}) {
+    const auto n = static_cast<int64_t>(team.size());
+    const int64_t me =
+        std::find(team.begin(), team.end(), world->rank()) - team.begin();
+    for (int64_t shift = 1; shift < n; ++shift) {
+      SCOPED_TRACE(::testing::Message() << "shift " << shift);
+      const int64_t from = team[(me + n - shift) % n];
+      CollectiveRequest r =
+          request(CommunicationType::CollectivePermute, team, team, team);
+      r.shift = shift;
+      Buffer in = input(data(world->rank(), {2, 3}), false);
+      Buffer out = output({2, 3}, false, at::kFloat);
+      r.in = in.view;
+      r.out = out.view;
+      run(r);
+      EXPECT_TRUE(holds(out, data(from, {2, 3})));
+    }
+    if (n > 1) {
+      // A shift of the whole team names no other member.
+      CollectiveRequest r =
+          request(CommunicationType::CollectivePermute, team, team, team);
+      r.shift = n;
+      r.in = at::zeros({2});
+      r.out = at::zeros({2});
+      c10d::Backend& gloo =
+          world->backend(team, hir::CommunicatorBackend::kGloo);
+      EXPECT_INTERNAL_ERROR(
+          postCollective(gloo, r), "shifts by 1 to " + std::to_string(n - 1));
+    }
+  }
+}
+
 // A team that is a part of the world: the others post nothing.
 TEST(Collectives, AllreduceOverASubteam) {
   const std::vector<int64_t> team = {0, world->size() - 1};

@@ -85,7 +85,15 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
     (out,) = fd.execute(args, backend=CUDA)
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(out.cpu(), expected)
-    expect_cuda_rings(test, fd.last_host_ir(), 1)
+    # A ring's permute at d = 2; beyond, the direct reduce-scatter's d - 1
+    # moves, each shifted by its step, landing in a symmetric buffer each.
+    program = fd.last_host_ir()
+    expect_cuda_rings(test, program, 1 if d <= 2 else d - 1)
+    if d > 2:
+        assert [f"shift={j}," in program for j in range(2, d)] == [True] * (d - 2)
+        (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
+        assert torch.equal(ring.cpu(), expected)
+        expect_cuda_rings(test, fd.last_host_ir(), 1)
 
 
 @pytest.mark.parametrize(
@@ -325,19 +333,21 @@ def test_ring_prologues_first(multidevice_test, pair, graphs):
     needs_gpus(test)
     fd, args, full_output = ring_pair(test, pair)
     first = ["ring_prologues_first", *(["cuda_graph"] if graphs else [])]
+    # The reduce-scatter as a ring: the pass leaves its direct form as it is.
+    ring = {"backend": CUDA, "_disable_options": ["direct_reduce_scatter"]}
     for i in range(4):
-        (split,) = fd.execute(args, backend=CUDA, _enable_options=first)
-        (whole,) = fd.execute(args, backend=CUDA)
+        (split,) = fd.execute(args, _enable_options=first, **ring)
+        (whole,) = fd.execute(args, **ring)
         expected = shard_tensor(full_output, fd.output_tensors()[0])
         assert torch.equal(split, whole)
         assert torch.equal(split.cpu(), expected if i % 2 == 0 else expected.neg())
         args[0].neg_()
-    (split,) = fd.execute(args, backend=CUDA, _enable_options=first)
+    (split,) = fd.execute(args, _enable_options=first, **ring)
     assert ("Synchronize(Stream max(" in fd.last_host_ir()) == (test.size > 1)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        again = [fd.execute(args, backend=CUDA, _enable_options=first)[0].clone() for _ in range(3)]
+        again = [fd.execute(args, _enable_options=first, **ring)[0].clone() for _ in range(3)]
     finally:
         torch.cuda.set_sync_debug_mode("default")
     for out in again:

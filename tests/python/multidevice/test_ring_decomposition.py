@@ -2,7 +2,7 @@
 """The ring decompositions (``_enable_options=["ring_decomposition"]``)
 against the collective-based programs and plain torch.
 
-Run under ``mpirun -np N`` (N = 1, 2, 4). Every process builds the same
+Run under ``mpirun -np N`` (N = 1 to 4). Every process builds the same
 global inputs with entries in {-1, 0, 1}: every partial and full sum is an
 integer that bf16 holds exactly, so the rings, the collectives and torch must
 agree exactly.
@@ -33,10 +33,10 @@ from mdfuser.multidevice import shard_tensor
 RING = ["ring_decomposition"]
 
 
-def run_both(test, fd, full: list[torch.Tensor]):
+def run_both(test, fd, full: list[torch.Tensor], disable: tuple[str, ...] = ()):
     """(collective result, ring result, ring program) on the same shards."""
     args = [test.shard(tensor, tv) for tensor, tv in zip(full, fd.fusion.inputs())]
-    (ring,) = fd.execute(args, _enable_options=RING)
+    (ring,) = fd.execute(args, _enable_options=RING, _disable_options=list(disable))
     ring_program = fd.last_host_ir()
     if test.device.type == "cuda" and not test.nccl_usable:
         # GPUs shared by processes: the rings alone, against torch.
@@ -106,21 +106,43 @@ def test_allgather_linear(multidevice_test, s, m, bias):
     expect_ring(test, program, 1, "Allgather")
 
 
+def shifts(program: str) -> list[int]:
+    """The shift of each CollectivePermute of the program, in order."""
+    found = []
+    for line in program.splitlines():
+        if "type=CollectivePermute" in line:
+            shift = re.search(r", shift=(\d+),", line)
+            found.append(int(shift.group(1)) if shift else 1)
+    return found
+
+
+@pytest.mark.parametrize("schedule", ["direct", "ring"])
 @pytest.mark.parametrize("s, m", SHAPES, ids=lambda v: str(v))
-def test_linear_reduce_scatter(multidevice_test, s, m):
+def test_linear_reduce_scatter(multidevice_test, s, m, schedule):
     test = multidevice_test
     d = test.size
     k, n = 8 * d, 4
     full = global_inputs(d * s * m, k, n, seed=200 + 10 * s + m)
     fd = linear_reduce_scatter(d, s, k, n)
-    collective, ring, program = run_both(test, fd, [full["x"], full["w"]])
+    disable = ("direct_reduce_scatter",) if schedule == "ring" else ()
+    collective, ring, program = run_both(test, fd, [full["x"], full["w"]], disable)
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(collective.cpu(), expected)
     assert torch.equal(ring.cpu(), expected)
+    if schedule == "direct" and d > 2:
+        # Step j sends device me + j's partial sum straight to it (shift j),
+        # the d - 1 steps unrolled; the own partial sum adds the first
+        # arrival as the GEMM's C operand, each later arrival an add.
+        expect_ring(test, program, d - 1, "ReduceScatter")
+        assert shifts(program) == list(range(1, d)), program
+        assert linear_operands(program) == [2] * (d - 1) + [3], program
+        assert program.count("= add(") == d - 2, program
+        return
     expect_ring(test, program, 1, "ReduceScatter")
     if d > 1:
         # Step 0 computes a partial sum; each later step adds the received
         # one as the GEMM's C operand: a linear of three operands, no add.
+        assert shifts(program) == [1], program
         assert linear_operands(program) == [2, 3], program
         assert "= add(" not in program
 
@@ -160,7 +182,10 @@ PROLOGUES_FIRST = [*RING, "ring_prologues_first"]
 )
 def test_ring_prologues_first(multidevice_test, pair, s, t):
     """Every stream chunk's step-0 GEMM first, in chunk order, then the
-    rings: the same values as the rings in one loop and the collectives."""
+    rings: the same values as the rings in one loop and the collectives.
+    (The reduce-scatter as a ring: its direct form, the default over three
+    devices or more, allocates its receive buffers before its first move,
+    and the pass leaves such loops as they are.)"""
     test = multidevice_test
     d = test.size
     if pair == "linear_reduce_scatter":
@@ -172,8 +197,9 @@ def test_ring_prologues_first(multidevice_test, pair, s, t):
         fd = row_parallel_linear(d, s, h)
         full = global_inputs(t, 4 * h, h, seed=600 + 10 * s + t)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
-    (rings,) = fd.execute(args, _enable_options=RING)
-    (first,) = fd.execute(args, _enable_options=PROLOGUES_FIRST)
+    ring = ["direct_reduce_scatter"]
+    (rings,) = fd.execute(args, _enable_options=RING, _disable_options=ring)
+    (first,) = fd.execute(args, _enable_options=PROLOGUES_FIRST, _disable_options=ring)
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(first.cpu(), expected)
     assert torch.equal(rings, first)
@@ -183,7 +209,7 @@ def test_ring_prologues_first(multidevice_test, pair, s, t):
         assert torch.equal(collective, first)
         programs = 3
     assert fd._cache.num_programs == programs
-    fd.execute(args, _enable_options=PROLOGUES_FIRST)
+    fd.execute(args, _enable_options=PROLOGUES_FIRST, _disable_options=ring)
     program = fd.last_host_ir()
     split = s > 1 and d > 1
     assert ("Synchronize(Stream max(" in program) == split, program
@@ -278,7 +304,10 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
         test.assert_close(collective, want, tolerance, msg="collective")
     test.assert_close(ring, want, tolerance, msg="ring")
     if d > 1:
-        assert count(program, "CollectivePermute") == 2, program
+        # The allgather ring's permute, and the reduce-scatter's: one in a
+        # ring's loop at d = 2, the d - 1 direct moves beyond.
+        permutes = 1 + (1 if d == 2 else d - 1)
+        assert count(program, "CollectivePermute") == permutes, program
         assert count(program, "Allgather") + count(program, "ReduceScatter") == 0
 
 
