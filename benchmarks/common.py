@@ -145,48 +145,53 @@ def backend_variants(
 ) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: on GPUs that map each other's memory the CUDA
-    backend's rings, NCCL's collectives on other GPUs, Gloo's on the CPU):
-    `mdfuser_nccl` NCCL's collectives, `mdfuser_ring` the rings on NCCL (or
-    Gloo), `mdfuser_cuda` the CUDA backend's rings on copy engines and,
-    with `graphs`, `mdfuser_graph` and `mdfuser_cuda_graph`: NCCL's
-    collectives and the CUDA backend's rings replayed as CUDA graphs; with
-    `prologues_first`, `mdfuser_cuda_first` and (with `graphs`)
-    `mdfuser_cuda_graph_first`: the CUDA backend's rings with every stream
-    chunk's step-0 GEMM issued first, in order (`ring_prologues_first`);
+    backend's rings, replayed as CUDA graphs; NCCL's collectives on other
+    GPUs, Gloo's on the CPU): `mdfuser_nccl` NCCL's collectives,
+    `mdfuser_ring` the rings on NCCL (or Gloo), `mdfuser_cuda` the CUDA
+    backend's rings on copy engines run statement by statement
+    (`_disable_options=["cuda_graph"]`) and, with `graphs`, `mdfuser_graph`
+    and `mdfuser_cuda_graph`: NCCL's collectives and the CUDA backend's rings
+    replayed as CUDA graphs (asked for); with `prologues_first`,
+    `mdfuser_cuda_first` and (with `graphs`) `mdfuser_cuda_graph_first`: the
+    CUDA backend's rings with every stream chunk's step-0 GEMM issued first,
+    in order (`ring_prologues_first`), statement by statement and replayed;
     with `ring_reduce_scatter` and d > 2, `mdfuser_cuda_ring_rs` and (with
     `graphs`) `mdfuser_cuda_graph_ring_rs`: the CUDA backend's reduce-scatter
     as a ring rather than the direct moves it makes over three devices or
-    more (`_disable_options=["direct_reduce_scatter"]`).
+    more (`_disable_options=["direct_reduce_scatter"]`), the same two ways.
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
     variants = {
         "mdfuser_ring": {"_enable_options": ["ring_decomposition"], **collective_backend(cuda)}
     }
-    if cuda:
-        variants["mdfuser_nccl"] = collective_backend(cuda)
-        variants["mdfuser_cuda"] = {"backend": CommunicatorBackend.cuda}
+    if not cuda:
+        return variants
+    cuda_backend = {"backend": CommunicatorBackend.cuda}
+    statements = ["cuda_graph"]
+    variants["mdfuser_nccl"] = collective_backend(cuda)
+    variants["mdfuser_cuda"] = cuda_backend | {"_disable_options": statements}
+    if graphs:
+        variants["mdfuser_graph"] = collective_backend(cuda) | {"_enable_options": ["cuda_graph"]}
+        variants["mdfuser_cuda_graph"] = cuda_backend | {"_enable_options": ["cuda_graph"]}
+    if prologues_first:
+        first = ["ring_prologues_first"]
+        variants["mdfuser_cuda_first"] = cuda_backend | {
+            "_enable_options": first,
+            "_disable_options": statements,
+        }
         if graphs:
-            variants["mdfuser_graph"] = {
-                **collective_backend(cuda),
-                "_enable_options": ["cuda_graph"],
+            variants["mdfuser_cuda_graph_first"] = cuda_backend | {
+                "_enable_options": [*first, "cuda_graph"]
             }
-            variants["mdfuser_cuda_graph"] = {
-                "backend": CommunicatorBackend.cuda,
+    if ring_reduce_scatter and d > 2:
+        ring = ["direct_reduce_scatter"]
+        variants["mdfuser_cuda_ring_rs"] = cuda_backend | {"_disable_options": [*ring, *statements]}
+        if graphs:
+            variants["mdfuser_cuda_graph_ring_rs"] = cuda_backend | {
                 "_enable_options": ["cuda_graph"],
+                "_disable_options": ring,
             }
-        if prologues_first:
-            first = {"backend": CommunicatorBackend.cuda}
-            variants["mdfuser_cuda_first"] = first | {"_enable_options": ["ring_prologues_first"]}
-            if graphs:
-                variants["mdfuser_cuda_graph_first"] = first | {
-                    "_enable_options": ["ring_prologues_first", "cuda_graph"]
-                }
-        if ring_reduce_scatter and d > 2:
-            ring = {"backend": CommunicatorBackend.cuda, "_disable_options": ["direct_reduce_scatter"]}
-            variants["mdfuser_cuda_ring_rs"] = ring
-            if graphs:
-                variants["mdfuser_cuda_graph_ring_rs"] = ring | {"_enable_options": ["cuda_graph"]}
     return variants
 
 

@@ -5,10 +5,12 @@ ag_linear: sequence-parallel x [t, k] (tokens across d ranks) feeding a
 column-parallel linear, w [4h, k] split on out_features; every rank computes
 allgather(x) @ w_local^T, [t, 4h/d]. linear_rs: a row-parallel linear, x
 [t, d*k] and w [h, d*k] split on in_features, its partial sums
-reduce-scattered along t; every rank gets [t/d, h]. Variants: mdfuser (a
-collective per stream chunk), mdfuser_ring (rings of point-to-point moves on
-NCCL or Gloo), mdfuser_cuda (the rings on copy engines), mdfuser_graph and
-mdfuser_cuda_graph (mdfuser and mdfuser_cuda replayed as CUDA graphs),
+reduce-scattered along t; every rank gets [t/d, h]. Variants: mdfuser (the
+default: where the GPUs map each other's memory the CUDA backend's rings
+replayed as CUDA graphs, else a collective per stream chunk), mdfuser_ring
+(rings of point-to-point moves on NCCL or Gloo), mdfuser_cuda (the rings on
+copy engines, statement by statement), mdfuser_graph and mdfuser_cuda_graph
+(NCCL's collectives and the CUDA backend's rings replayed as CUDA graphs),
 torch_fused (PyTorch's async-TP ops),
 torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 

@@ -49,6 +49,28 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device) {
   hir::forEachExpr(program.topLevel(), checkStatement);
 }
 
+bool useCudaGraphsByDefault(
+    const hir::HostIrContainer& program,
+    c10::Device device) {
+  if (!device.is_cuda()) {
+    return false;
+  }
+  bool moves = false;
+  bool replayable = true;
+  hir::forEachExpr(program.topLevel(), [&](const Expr* expr) {
+    if (const auto* c = dynamic_cast<const hir::Communication*>(expr)) {
+      const bool move = c->backend() == hir::CommunicatorBackend::kCuda &&
+                        c->type() == CommunicationType::CollectivePermute;
+      moves = moves || move;
+      replayable = replayable && move;
+    } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
+      replayable = replayable && op->type() != OpType::Uniform &&
+                   op->type() != OpType::Normal;
+    }
+  });
+  return moves && replayable;
+}
+
 #ifdef MDFUSER_HAS_CUDA
 
 namespace {
@@ -153,8 +175,12 @@ struct ProgramGraphs::AddressSet {
 ProgramGraphs::ProgramGraphs(
     c10::Device device,
     Communicator* communicator,
-    const std::unique_ptr<CudaBackend>* cuda)
-    : device_(device), communicator_(communicator), cuda_(cuda) {
+    const std::unique_ptr<CudaBackend>* cuda,
+    bool by_default)
+    : device_(device),
+      communicator_(communicator),
+      cuda_(cuda),
+      by_default_(by_default) {
   MDF_CHECK(device.is_cuda(), "CUDA graphs need a CUDA device");
   c10::cuda::CUDAGuard guard(device);
   cudaStream_t stream = nullptr;
@@ -171,8 +197,10 @@ std::vector<at::Tensor> ProgramGraphs::run(
     uint64_t run,
     const Run& statements) {
   c10::cuda::CUDAGuard guard(device_);
-  if (isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream())) {
-    // The caller captures a graph of its own, which takes the statements.
+  if (given_up_ ||
+      isCapturing(c10::cuda::getCurrentCUDAStream(device_.index()).stream())) {
+    // A program that cannot be captured, or a caller that captures a graph
+    // of its own, which takes the statements.
     ++stats_.eager;
     return statements(/*capturing=*/false);
   }
@@ -205,7 +233,22 @@ std::vector<at::Tensor> ProgramGraphs::run(
       }
     }
     if (set.graphs.size() < kGraphsPerSet) {
-      return capture(set, run, statements);
+      if (!by_default_) {
+        return capture(set, run, statements);
+      }
+      try {
+        return capture(set, run, statements);
+      } catch (const std::exception&) {
+        // Graphs nobody asked for must not fail a program that runs: the
+        // capture ran nothing (every peer's call still meets this one's
+        // statements), so they run now, and at every later call.
+        (void)cudaGetLastError();
+        given_up_ = true;
+        sets_.clear();
+        ++stats_.failed_captures;
+        ++stats_.eager;
+        return statements(/*capturing=*/false);
+      }
     }
   }
   ++stats_.eager;
@@ -295,8 +338,12 @@ struct ProgramGraphs::AddressSet {};
 ProgramGraphs::ProgramGraphs(
     c10::Device device,
     Communicator* communicator,
-    const std::unique_ptr<CudaBackend>* cuda)
-    : device_(device), communicator_(communicator), cuda_(cuda) {
+    const std::unique_ptr<CudaBackend>* cuda,
+    bool by_default)
+    : device_(device),
+      communicator_(communicator),
+      cuda_(cuda),
+      by_default_(by_default) {
   MDF_USER_ERROR("this build of mdfuser has no CUDA graphs");
 }
 

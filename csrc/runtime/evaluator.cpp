@@ -676,16 +676,20 @@ HostIrEvaluator::HostIrEvaluator(
     c10::Device device,
     Communicator* communicator,
     std::unique_ptr<CudaBackend>* cuda,
-    bool cuda_graphs)
+    ExecuteOptions::Graphs graphs)
     : hic_(hic),
       device_(device),
       communicator_(communicator),
       streams_(device),
       cuda_(cuda != nullptr ? *cuda : own_cuda_),
       tables_(tablesOf(hic_.topLevel())) {
-  if (cuda_graphs) {
+  graphs_by_default_ = graphs == ExecuteOptions::Graphs::kDefault;
+  if (graphs != ExecuteOptions::Graphs::kOff) {
     graphs_ = std::make_unique<ProgramGraphs>(
-        device, communicates(hic_.topLevel()) ? communicator : nullptr, &cuda_);
+        device,
+        communicates(hic_.topLevel()) ? communicator : nullptr,
+        &cuda_,
+        graphs_by_default_);
   }
 }
 
@@ -695,7 +699,8 @@ void HostIrEvaluator::dropGraphs() {
     graphs_ = std::make_unique<ProgramGraphs>(
         device_,
         communicates(hic_.topLevel()) ? communicator_ : nullptr,
-        &cuda_);
+        &cuda_,
+        graphs_by_default_);
     graphs_->addStats(stats);
   }
 }

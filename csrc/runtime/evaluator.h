@@ -12,6 +12,7 @@
 
 #include "host_ir/host_ir_container.h"
 #include "ir/scalar_eval.h"
+#include "runtime/options.h"
 #include "runtime/streams.h"
 
 namespace mdfuser {
@@ -32,14 +33,15 @@ class HostIrEvaluator {
   // a rank that compiles a program of its own (other input strides, which
   // the ranks do not compare) keeps the flags and symmetric buffers its
   // peers use; null gives the evaluator one of its own.
-  // `cuda_graphs` replays the program as CUDA graphs (ProgramGraphs) where
-  // it can.
+  // `graphs` replays the program as CUDA graphs (ProgramGraphs) where it
+  // can: kOn as asked, kDefault falling back to the statements where a
+  // capture fails.
   HostIrEvaluator(
       const hir::HostIrContainer& hic,
       c10::Device device,
       Communicator* communicator,
       std::unique_ptr<CudaBackend>* cuda = nullptr,
-      bool cuda_graphs = false);
+      ExecuteOptions::Graphs graphs = ExecuteOptions::Graphs::kOff);
   ~HostIrEvaluator();
 
   // `extents` binds the symbols of the input extents (see bindInputs);
@@ -114,6 +116,7 @@ class HostIrEvaluator {
   std::unique_ptr<CudaBackend>& cuda_;
   Tables tables_;
   std::unique_ptr<ProgramGraphs> graphs_;
+  bool graphs_by_default_ = false;
 };
 
 } // namespace mdfuser

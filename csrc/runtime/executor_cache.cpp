@@ -142,9 +142,7 @@ ProgramGraphs::Stats FusionExecutorCache::graphStats() const {
   ProgramGraphs::Stats total;
   for (const auto& [key, program] : programs_) {
     if (const ProgramGraphs* graphs = program->evaluator->graphs()) {
-      total.eager += graphs->stats().eager;
-      total.captures += graphs->stats().captures;
-      total.replays += graphs->stats().replays;
+      total.add(graphs->stats());
     }
   }
   return total;
@@ -262,11 +260,16 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     *os << program->hic->toString() << std::flush;
   }
   refuseNcclOnSharedGpus(*program->hic, communicator, device);
-  if (options.cuda_graph) {
+  ExecuteOptions::Graphs graphs = options.cuda_graph;
+  if (graphs == ExecuteOptions::Graphs::kOn) {
     checkCudaGraphs(*program->hic, device);
+  } else if (
+      graphs == ExecuteOptions::Graphs::kDefault &&
+      !useCudaGraphsByDefault(*program->hic, device)) {
+    graphs = ExecuteOptions::Graphs::kOff;
   }
   program->evaluator = std::make_unique<HostIrEvaluator>(
-      *program->hic, device, &communicator, &cuda_, options.cuda_graph);
+      *program->hic, device, &communicator, &cuda_, graphs);
   return program;
 }
 

@@ -63,7 +63,7 @@ class FusionExecutorCache {
   int64_t numAgreements() const {
     return agreements_;
   }
-  // How the programs run with the cuda_graph option ran, summed.
+  // How the programs replayed as CUDA graphs ran, summed.
   ProgramGraphs::Stats graphStats() const;
   // The host program of the most recent run; null before the first. Its
   // fusion's outputs carry the shardings the passes gave them.

@@ -119,7 +119,11 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       flag("alias_layout_ops", alias_layout_ops),
       flag("fuse_layer_norms", fuse_layer_norms),
       flag("ring_decomposition", ring_decomposition),
-      flag("cuda_graph", cuda_graph),
+      {"cuda_graph",
+       static_cast<int64_t>(cuda_graph),
+       cuda_graph == Graphs::kOn    ? "1"
+       : cuda_graph == Graphs::kOff ? "0"
+                                    : "default"},
       flag("ring_prologues_first", ring_prologues_first),
       flag("direct_reduce_scatter", direct_reduce_scatter),
       {"backend",
@@ -147,7 +151,8 @@ ExecuteOptions ExecuteOptions::parse(
         "inplace_allreduce",
         "alias_layout_ops",
         "fuse_layer_norms",
-        "direct_reduce_scatter"};
+        "direct_reduce_scatter",
+        "cuda_graph"};
     const auto& ignored = ignoredDisableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
     return names;
@@ -181,7 +186,7 @@ ExecuteOptions ExecuteOptions::parse(
       options.ring_decomposition = true;
     }
     if (name == "cuda_graph") {
-      options.cuda_graph = true;
+      options.cuda_graph = Graphs::kOn;
     }
     if (name == "ring_prologues_first") {
       options.ring_prologues_first = true;
@@ -199,6 +204,12 @@ ExecuteOptions ExecuteOptions::parse(
     }
     if (name == "direct_reduce_scatter") {
       options.direct_reduce_scatter = false;
+    }
+    if (name == "cuda_graph") {
+      MDF_USER_CHECK(
+          options.cuda_graph != Graphs::kOn,
+          "cuda_graph is both in _enable_options and in _disable_options");
+      options.cuda_graph = Graphs::kOff;
     }
   }
   return options;

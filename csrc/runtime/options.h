@@ -44,9 +44,13 @@ struct ExecuteOptions {
   // Matmul–collective pairs as rings of point-to-point moves
   // (LoweringOptions::ring_decomposition); "ring_decomposition".
   bool ring_decomposition = false;
-  // The program is replayed as CUDA graphs where it can (ProgramGraphs):
-  // "cuda_graph".
-  bool cuda_graph = false;
+  // Whether the program is replayed as CUDA graphs (ProgramGraphs):
+  // "cuda_graph" enabled asks for it (user errors where it cannot), disabled
+  // runs the statements one by one; by default mdfuser replays the programs
+  // where graphs are measured faster and fall back silently
+  // (useCudaGraphsByDefault).
+  enum class Graphs { kDefault, kOn, kOff };
+  Graphs cuda_graph = Graphs::kDefault;
   // Every stream chunk's work before its first ring step, in chunk order,
   // before the rings (the RingProloguesFirst host pass);
   // "ring_prologues_first".
@@ -70,7 +74,8 @@ struct ExecuteOptions {
       const std::vector<std::string>& disable);
 
   // Every option above, once: its name, its value as a number (a bool as 0
-  // or 1, the backend as its enumerator or -1 when unset) and as text.
+  // or 1, the backend as its enumerator or -1 when unset, cuda_graph as its
+  // enumerator) and as text.
   // Programs are cached by the values, and ranks compare the texts, so an
   // option added here is part of both.
   struct Value {

@@ -327,11 +327,14 @@ void bindRuntime(py::module_& m) {
             d["eager"] = stats.eager;
             d["captures"] = stats.captures;
             d["replays"] = stats.replays;
+            d["failed_captures"] = stats.failed_captures;
             return d;
           },
-          "With the cuda_graph option: how many runs ran the program's "
-          "statements, how many graphs were captured and how many replayed "
-          "(the captures' first replays included).")
+          "Of the programs replayed as CUDA graphs (the cuda_graph option, "
+          "or by default): how many runs ran the program's statements, how "
+          "many graphs were captured and how many replayed (the captures' "
+          "first replays included), and how many programs replayed by "
+          "default gave graphs up after a capture failed.")
       .def(
           "note_failed_run",
           [](FusionExecutorCache& cache,

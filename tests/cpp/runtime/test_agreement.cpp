@@ -90,12 +90,15 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
         changed.ring_decomposition = true;
         break;
       case 5:
-        changed.cuda_graph = true;
+        changed.cuda_graph = ExecuteOptions::Graphs::kOn;
         break;
       case 6:
         changed.ring_prologues_first = true;
         break;
       case 7:
+        changed.direct_reduce_scatter = false;
+        break;
+      case 8:
         changed.backend = hir::CommunicatorBackend::kGloo;
         break;
       default:

@@ -42,16 +42,27 @@ TEST(ExecuteOptions, RingDecompositionIsChosenByName) {
       ExecuteOptions::parse({"ring_decomposition"}, {}).ring_decomposition);
 }
 
-TEST(ExecuteOptions, CudaGraphsAreChosenByName) {
-  EXPECT_FALSE(ExecuteOptions::parse({}, {}).cuda_graph);
-  const ExecuteOptions options = ExecuteOptions::parse({"cuda_graph"}, {});
-  EXPECT_TRUE(options.cuda_graph);
-  // A program of its own: the option is part of the cache key.
-  bool listed = false;
-  for (const ExecuteOptions::Value& value : options.values()) {
-    listed |= value.name == "cuda_graph" && value.number == 1;
+TEST(ExecuteOptions, CudaGraphsAreAskedForOrRefusedByName) {
+  using Graphs = ExecuteOptions::Graphs;
+  EXPECT_EQ(ExecuteOptions::parse({}, {}).cuda_graph, Graphs::kDefault);
+  EXPECT_EQ(ExecuteOptions::parse({"cuda_graph"}, {}).cuda_graph, Graphs::kOn);
+  EXPECT_EQ(ExecuteOptions::parse({}, {"cuda_graph"}).cuda_graph, Graphs::kOff);
+  EXPECT_VALUE_ERROR(
+      ExecuteOptions::parse({"cuda_graph"}, {"cuda_graph"}),
+      "cuda_graph is both in _enable_options and in _disable_options");
+  // Each a program of its own: the option is part of the cache key.
+  std::vector<std::string> texts;
+  for (const ExecuteOptions& options :
+       {ExecuteOptions::parse({}, {}),
+        ExecuteOptions::parse({"cuda_graph"}, {}),
+        ExecuteOptions::parse({}, {"cuda_graph"})}) {
+    for (const ExecuteOptions::Value& value : options.values()) {
+      if (value.name == "cuda_graph") {
+        texts.emplace_back(value.text);
+      }
+    }
   }
-  EXPECT_TRUE(listed);
+  EXPECT_EQ(texts, (std::vector<std::string>{"default", "1", "0"}));
 }
 
 TEST(ExecuteOptions, RingProloguesFirstIsChosenByName) {

@@ -300,7 +300,7 @@ def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
     fd, args, full_output = ring_pair(test, pair)
     for i in range(6):
         (graphed,) = fd.execute(args, backend=CUDA, _enable_options=["cuda_graph"])
-        (eager,) = fd.execute(args, backend=CUDA)
+        (eager,) = fd.execute(args, backend=CUDA, _disable_options=["cuda_graph"])
         expected = shard_tensor(full_output, fd.output_tensors()[0])
         assert torch.equal(graphed, eager)
         assert torch.equal(graphed.cpu(), expected if i % 2 == 0 else expected.neg())
@@ -323,6 +323,33 @@ def test_rings_replay_as_cuda_graphs(multidevice_test, pair):
     assert fd._cache.graph_stats["replays"] == 9
 
 
+@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter", "linear_allreduce"])
+def test_rings_replay_as_cuda_graphs_by_default(multidevice_test, pair):
+    """Without options a program whose every move is the CUDA backend's is
+    replayed as CUDA graphs (the second call with the same inputs captures
+    it); `_disable_options=["cuda_graph"]` runs its statements. Both agree
+    with torch, call after call."""
+    test = multidevice_test
+    needs_gpus(test)
+    fd, args, full_output = ring_pair(test, pair)
+    statements, _, _ = ring_pair(test, pair)
+    for i in range(4):
+        (default,) = fd.execute(args, backend=CUDA)
+        (eager,) = statements.execute(args, backend=CUDA, _disable_options=["cuda_graph"])
+        expected = shard_tensor(full_output, fd.output_tensors()[0])
+        assert torch.equal(default.cpu(), expected if i % 2 == 0 else expected.neg())
+        assert torch.equal(default, eager)
+        args[0].neg_()
+    if test.size == 1:
+        # A team of one moves nothing: the program is left as it is.
+        assert fd._cache.graph_stats["captures"] == 0
+        return
+    stats = fd._cache.graph_stats
+    assert (stats["eager"], stats["captures"], stats["failed_captures"]) == (1, 2, 0), stats
+    assert stats["replays"] == 3, stats
+    assert statements._cache.graph_stats["captures"] == 0
+
+
 @pytest.mark.parametrize("graphs", [False, True], ids=["statements", "graphs"])
 @pytest.mark.parametrize("pair", ["linear_reduce_scatter", "linear_allreduce"])
 def test_ring_prologues_first(multidevice_test, pair, graphs):
@@ -334,10 +361,11 @@ def test_ring_prologues_first(multidevice_test, pair, graphs):
     fd, args, full_output = ring_pair(test, pair)
     first = ["ring_prologues_first", *(["cuda_graph"] if graphs else [])]
     # The reduce-scatter as a ring: the pass leaves its direct form as it is.
-    ring = {"backend": CUDA, "_disable_options": ["direct_reduce_scatter"]}
+    off = ["direct_reduce_scatter", *([] if graphs else ["cuda_graph"])]
+    ring = {"backend": CUDA, "_disable_options": off}
     for i in range(4):
         (split,) = fd.execute(args, _enable_options=first, **ring)
-        (whole,) = fd.execute(args, **ring)
+        (whole,) = fd.execute(args, backend=CUDA, _disable_options=off)
         expected = shard_tensor(full_output, fd.output_tensors()[0])
         assert torch.equal(split, whole)
         assert torch.equal(split.cpu(), expected if i % 2 == 0 else expected.neg())
