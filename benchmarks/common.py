@@ -151,7 +151,10 @@ def backend_variants(
     backend's rings on copy engines run statement by statement
     (`_disable_options=["cuda_graph"]`) and, with `graphs`, `mdfuser_graph`
     and `mdfuser_cuda_graph`: NCCL's collectives and the CUDA backend's rings
-    replayed as CUDA graphs (asked for); with `prologues_first`,
+    replayed as CUDA graphs (asked for); `mdfuser_cuda` and
+    `mdfuser_cuda_graph` without `ring_prologues_first`, which the default
+    takes where the model says the link bounds the loops; with
+    `prologues_first`,
     `mdfuser_cuda_first` and (with `graphs`) `mdfuser_cuda_graph_first`: the
     CUDA backend's rings with every stream chunk's step-0 GEMM issued first,
     in order (`ring_prologues_first`), statement by statement and replayed;
@@ -170,10 +173,14 @@ def backend_variants(
     cuda_backend = {"backend": CommunicatorBackend.cuda}
     statements = ["cuda_graph"]
     variants["mdfuser_nccl"] = collective_backend(cuda)
-    variants["mdfuser_cuda"] = cuda_backend | {"_disable_options": statements}
+    in_turn = ["ring_prologues_first"]
+    variants["mdfuser_cuda"] = cuda_backend | {"_disable_options": [*statements, *in_turn]}
     if graphs:
         variants["mdfuser_graph"] = collective_backend(cuda) | {"_enable_options": ["cuda_graph"]}
-        variants["mdfuser_cuda_graph"] = cuda_backend | {"_enable_options": ["cuda_graph"]}
+        variants["mdfuser_cuda_graph"] = cuda_backend | {
+            "_enable_options": ["cuda_graph"],
+            "_disable_options": in_turn,
+        }
     if prologues_first:
         first = ["ring_prologues_first"]
         variants["mdfuser_cuda_first"] = cuda_backend | {

@@ -223,7 +223,7 @@ std::vector<int64_t> candidateChunkCounts(
   return counts;
 }
 
-double estimateStreamSeconds(
+StreamWork estimateStreamWork(
     const Fusion& compiled,
     const ScalarEvaluator& extents,
     const MachineModel& model,
@@ -241,10 +241,21 @@ double estimateStreamSeconds(
       addOperation(op, extents, model, share, chunk);
     }
   }
-  const double host =
-      static_cast<double>(chunk.statements) * model.statement_seconds;
-  const double slowest = std::max({chunk.compute, chunk.communication, host});
-  return chunk.compute + chunk.communication + host +
+  return StreamWork{
+      chunk.compute,
+      chunk.communication,
+      static_cast<double>(chunk.statements) * model.statement_seconds};
+}
+
+double estimateStreamSeconds(
+    const Fusion& compiled,
+    const ScalarEvaluator& extents,
+    const MachineModel& model,
+    int64_t count) {
+  const StreamWork chunk = estimateStreamWork(compiled, extents, model, count);
+  const double slowest =
+      std::max({chunk.compute, chunk.communication, chunk.host});
+  return chunk.compute + chunk.communication + chunk.host +
          static_cast<double>(count - 1) * slowest;
 }
 

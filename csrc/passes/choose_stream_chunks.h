@@ -62,6 +62,21 @@ inline constexpr int64_t kMaxStreamChunks = 16;
 std::vector<int64_t> candidateChunkCounts(
     const std::vector<const Split*>& splits, const ScalarEvaluator& extents);
 
+// One stream chunk's work in the stream loops of `compiled` (a fusion whose
+// chosen counts are `count` and whose fusion passes ran; `extents`
+// evaluates its extents), in seconds by `model`: its computation, its
+// communication and the host's issue of its statements.
+struct StreamWork {
+  double compute = 0;
+  double communication = 0;
+  double host = 0;
+};
+StreamWork estimateStreamWork(
+    const Fusion& compiled,
+    const ScalarEvaluator& extents,
+    const MachineModel& model,
+    int64_t count);
+
 // The time `model` gives to the stream-parallel work of `compiled` (a fusion
 // whose chosen counts are `count` and whose fusion passes ran; `extents`
 // evaluates its extents): its chunks form a pipeline whose stages are the

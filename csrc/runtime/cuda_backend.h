@@ -62,9 +62,9 @@ class CudaBackend {
   // CollectivePermute over `team`: `in` goes into the symmetric buffer of
   // the member `shift` places on (the next for 1), at the place `landing` (a
   // view of this member's symmetric buffer) has here, and the member's
-  // `shift` places back arrives in `out`. `what` names the operation in errors (built once by the
-  // caller: permutes are posted at every ring step). wait() on the result
-  // makes the then current stream wait.
+  // `shift` places back arrives in `out`. `what` names the operation in errors
+  // (built once by the caller: permutes are posted at every ring step). wait()
+  // on the result makes the then current stream wait.
   PendingCollective permute(
       const std::vector<int64_t>& team,
       int64_t shift,

@@ -50,8 +50,7 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device) {
 }
 
 bool useCudaGraphsByDefault(
-    const hir::HostIrContainer& program,
-    c10::Device device) {
+    const hir::HostIrContainer& program, c10::Device device) {
   if (!device.is_cuda()) {
     return false;
   }

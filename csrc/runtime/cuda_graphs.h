@@ -45,9 +45,9 @@ class CudaBackend;
 class ProgramGraphs {
  public:
   struct Stats {
-    int64_t eager = 0;    // runs of the statements, not captured
-    int64_t captures = 0; // graphs captured (each replayed at once)
-    int64_t replays = 0;  // graph launches, the captures' first included
+    int64_t eager = 0;           // runs of the statements, not captured
+    int64_t captures = 0;        // graphs captured (each replayed at once)
+    int64_t replays = 0;         // graph launches, the captures' first included
     int64_t failed_captures = 0; // by default: captures given up for good
 
     void add(const Stats& other) {
@@ -138,8 +138,7 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 // time replayed, and programs without communication are left as the
 // caller's (torch.cuda.graphs captures them whole).
 bool useCudaGraphsByDefault(
-    const hir::HostIrContainer& program,
-    c10::Device device);
+    const hir::HostIrContainer& program, c10::Device device);
 
 // Whether work enqueued on `stream` now is captured into a CUDA graph
 // rather than run; false on the CPU.

@@ -676,15 +676,15 @@ HostIrEvaluator::HostIrEvaluator(
     c10::Device device,
     Communicator* communicator,
     std::unique_ptr<CudaBackend>* cuda,
-    ExecuteOptions::Graphs graphs)
+    ExecuteOptions::Choice graphs)
     : hic_(hic),
       device_(device),
       communicator_(communicator),
       streams_(device),
       cuda_(cuda != nullptr ? *cuda : own_cuda_),
       tables_(tablesOf(hic_.topLevel())) {
-  graphs_by_default_ = graphs == ExecuteOptions::Graphs::kDefault;
-  if (graphs != ExecuteOptions::Graphs::kOff) {
+  graphs_by_default_ = graphs == ExecuteOptions::Choice::kDefault;
+  if (graphs != ExecuteOptions::Choice::kOff) {
     graphs_ = std::make_unique<ProgramGraphs>(
         device,
         communicates(hic_.topLevel()) ? communicator : nullptr,

@@ -41,7 +41,7 @@ class HostIrEvaluator {
       c10::Device device,
       Communicator* communicator,
       std::unique_ptr<CudaBackend>* cuda = nullptr,
-      ExecuteOptions::Graphs graphs = ExecuteOptions::Graphs::kOff);
+      ExecuteOptions::Choice graphs = ExecuteOptions::Choice::kOff);
   ~HostIrEvaluator();
 
   // `extents` binds the symbols of the input extents (see bindInputs);

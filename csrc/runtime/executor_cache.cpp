@@ -241,6 +241,15 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
       "this build of mdfuser has no CUDA communication backend (PyTorch "
       "without CUDA); use CommunicatorBackend.nccl");
   lowering.device = communicator.rank();
+  // The rings' first GEMMs first: asked for, or where the model says the
+  // stream loops wait for the link.
+  bool prologues_first =
+      options.ring_prologues_first == ExecuteOptions::Choice::kOn;
+  if (options.ring_prologues_first == ExecuteOptions::Choice::kDefault &&
+      lowering.backend == hir::CommunicatorBackend::kCuda) {
+    prologues_first =
+        streamLoopsWaitForTheLink(*fusion, inputs, communicator, device);
+  }
   lowering.ring_decomposition = options.ring_decomposition;
   lowering.direct_reduce_scatter = options.direct_reduce_scatter;
   auto program = std::make_unique<Program>();
@@ -251,7 +260,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
        .inplace_allreduce = options.inplace_allreduce,
        .alias_layout_ops = options.alias_layout_ops,
        .fuse_layer_norms = options.fuse_layer_norms,
-       .ring_prologues_first = options.ring_prologues_first,
+       .ring_prologues_first = prologues_first,
        .symmetric_memory = lowering.backend == hir::CommunicatorBackend::kCuda,
        .stream_schedule = options.compute_on_main_stream
                               ? hir::StreamSchedule::kCommunicationPerStream
@@ -260,13 +269,13 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     *os << program->hic->toString() << std::flush;
   }
   refuseNcclOnSharedGpus(*program->hic, communicator, device);
-  ExecuteOptions::Graphs graphs = options.cuda_graph;
-  if (graphs == ExecuteOptions::Graphs::kOn) {
+  ExecuteOptions::Choice graphs = options.cuda_graph;
+  if (graphs == ExecuteOptions::Choice::kOn) {
     checkCudaGraphs(*program->hic, device);
   } else if (
-      graphs == ExecuteOptions::Graphs::kDefault &&
+      graphs == ExecuteOptions::Choice::kDefault &&
       !useCudaGraphsByDefault(*program->hic, device)) {
-    graphs = ExecuteOptions::Graphs::kOff;
+    graphs = ExecuteOptions::Choice::kOff;
   }
   program->evaluator = std::make_unique<HostIrEvaluator>(
       *program->hic, device, &communicator, &cuda_, graphs);

@@ -113,18 +113,22 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
   auto flag = [](std::string_view name, bool on) {
     return Value{name, on ? 1 : 0, on ? "1" : "0"};
   };
+  auto choice = [](std::string_view name, Choice c) {
+    return Value{
+        name,
+        static_cast<int64_t>(c),
+        c == Choice::kOn    ? "1"
+        : c == Choice::kOff ? "0"
+                            : "default"};
+  };
   return {
       flag("inplace_allreduce", inplace_allreduce),
       flag("compute_on_main_stream", compute_on_main_stream),
       flag("alias_layout_ops", alias_layout_ops),
       flag("fuse_layer_norms", fuse_layer_norms),
       flag("ring_decomposition", ring_decomposition),
-      {"cuda_graph",
-       static_cast<int64_t>(cuda_graph),
-       cuda_graph == Graphs::kOn    ? "1"
-       : cuda_graph == Graphs::kOff ? "0"
-                                    : "default"},
-      flag("ring_prologues_first", ring_prologues_first),
+      choice("cuda_graph", cuda_graph),
+      choice("ring_prologues_first", ring_prologues_first),
       flag("direct_reduce_scatter", direct_reduce_scatter),
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
@@ -152,7 +156,8 @@ ExecuteOptions ExecuteOptions::parse(
         "alias_layout_ops",
         "fuse_layer_norms",
         "direct_reduce_scatter",
-        "cuda_graph"};
+        "cuda_graph",
+        "ring_prologues_first"};
     const auto& ignored = ignoredDisableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
     return names;
@@ -186,10 +191,10 @@ ExecuteOptions ExecuteOptions::parse(
       options.ring_decomposition = true;
     }
     if (name == "cuda_graph") {
-      options.cuda_graph = Graphs::kOn;
+      options.cuda_graph = Choice::kOn;
     }
     if (name == "ring_prologues_first") {
-      options.ring_prologues_first = true;
+      options.ring_prologues_first = Choice::kOn;
     }
   }
   for (const std::string& name : disable) {
@@ -205,11 +210,17 @@ ExecuteOptions ExecuteOptions::parse(
     if (name == "direct_reduce_scatter") {
       options.direct_reduce_scatter = false;
     }
-    if (name == "cuda_graph") {
-      MDF_USER_CHECK(
-          options.cuda_graph != Graphs::kOn,
-          "cuda_graph is both in _enable_options and in _disable_options");
-      options.cuda_graph = Graphs::kOff;
+    for (Choice* asked :
+         {name == "cuda_graph" ? &options.cuda_graph : nullptr,
+          name == "ring_prologues_first" ? &options.ring_prologues_first
+                                         : nullptr}) {
+      if (asked != nullptr) {
+        MDF_USER_CHECK(
+            *asked != Choice::kOn,
+            name,
+            " is both in _enable_options and in _disable_options");
+        *asked = Choice::kOff;
+      }
     }
   }
   return options;

@@ -29,6 +29,9 @@ struct DumpOptions {
 // The per-call switches execute() takes. nvFuser's names are accepted so
 // that its scripts run unchanged. User error on an unknown name.
 struct ExecuteOptions {
+  // A schedule the user may ask for or refuse, left to mdfuser otherwise.
+  enum class Choice { kDefault, kOn, kOff };
+
   // Operations write straight into allreduce buffers (InplaceAllreduce);
   // disabled by "inplace_allreduce", to measure what it saves.
   bool inplace_allreduce = true;
@@ -49,12 +52,12 @@ struct ExecuteOptions {
   // runs the statements one by one; by default mdfuser replays the programs
   // where graphs are measured faster and fall back silently
   // (useCudaGraphsByDefault).
-  enum class Graphs { kDefault, kOn, kOff };
-  Graphs cuda_graph = Graphs::kDefault;
+  Choice cuda_graph = Choice::kDefault;
   // Every stream chunk's work before its first ring step, in chunk order,
-  // before the rings (the RingProloguesFirst host pass);
-  // "ring_prologues_first".
-  bool ring_prologues_first = false;
+  // before the rings (the RingProloguesFirst host pass): "ring_prologues_
+  // first" enabled or disabled; by default where the machine model says the
+  // stream loops wait for the link (streamLoopsWaitForTheLink).
+  Choice ring_prologues_first = Choice::kDefault;
   // Reduce-scatter rings over three devices or more send each peer's
   // partial sum straight to it (LoweringOptions::direct_reduce_scatter);
   // disabled by "direct_reduce_scatter", which passes sums round the ring.

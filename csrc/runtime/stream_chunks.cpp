@@ -89,4 +89,21 @@ ChunkChoice chooseChunkCount(
   return fastestChunkCount(seconds);
 }
 
+bool streamLoopsWaitForTheLink(
+    const Fusion& compiled,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device) {
+  const std::optional<MachineModel> model =
+      machineModel(device.is_cuda() ? "cuda" : "cpu");
+  if (!model.has_value()) {
+    return false;
+  }
+  const ScalarEvaluator extents = bindInputs(compiled, inputs, communicator);
+  // The share of one chunk in each, the same for both: a count of 1.
+  const StreamWork work = estimateStreamWork(compiled, extents, *model, 1);
+  return work.compute > 0 &&
+         work.communication >= kLinkBoundShare * work.compute;
+}
+
 } // namespace mdfuser

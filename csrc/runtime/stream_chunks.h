@@ -32,4 +32,19 @@ ChunkChoice chooseChunkCount(
     const Communicator& communicator,
     c10::Device device);
 
+// Whether `compiled` (a fusion whose fusion passes ran) is one whose rings'
+// stream chunks should issue their first GEMMs before the rings (the
+// RingProloguesFirst host pass) when the user leaves it to mdfuser: where
+// the machine model of `device` says its stream loops wait for the link,
+// their communication at least kLinkBoundShare of their computation. Then
+// the first move must start as soon as one chunk's GEMM ends, not when
+// every chunk's, which run at once and share the SMs. False without a
+// model or stream loops.
+inline constexpr double kLinkBoundShare = 0.9;
+bool streamLoopsWaitForTheLink(
+    const Fusion& compiled,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device);
+
 } // namespace mdfuser

@@ -27,6 +27,11 @@ def _split_arguments(inputs) -> tuple[list[torch.Tensor], list]:
     return tensors, scalars
 
 
+def _several_processes() -> bool:
+    """Whether this process is one of a job of several."""
+    return _C.Communicator.instance().size() > 1
+
+
 def _is_dtensor(t: torch.Tensor) -> bool:
     """Whether `t` is a DTensor; without importing torch.distributed.tensor,
     which a DTensor's creator has imported already."""
@@ -104,11 +109,12 @@ class FusionExecutorCache:
             self._cache.note_failed_run(f"{type(e).__name__}: {e}", isinstance(e, TypeError))
             raise
         tensors, scalars = _split_arguments(inputs)
-        if self._fusion.chooses_stream_chunks:
-            # The stream chunk count is chosen with the machine's model.
+        cuda = [t.device for t in tensors if t.is_cuda]
+        if self._fusion.chooses_stream_chunks or (cuda and _several_processes()):
+            # The machine's model chooses the stream chunk count, and on
+            # GPUs whether the rings' first GEMMs go first.
             from mdfuser.calibration import ensure_machine_model
 
-            cuda = [t.device for t in tensors if t.is_cuda]
             ensure_machine_model(cuda[0] if cuda else torch.device("cpu"))
         return self._cache.execute(
             tensors, scalars, list(_enable_options), list(_disable_options), backend

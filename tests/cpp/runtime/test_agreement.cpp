@@ -90,10 +90,10 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
         changed.ring_decomposition = true;
         break;
       case 5:
-        changed.cuda_graph = ExecuteOptions::Graphs::kOn;
+        changed.cuda_graph = ExecuteOptions::Choice::kOn;
         break;
       case 6:
-        changed.ring_prologues_first = true;
+        changed.ring_prologues_first = ExecuteOptions::Choice::kOn;
         break;
       case 7:
         changed.direct_reduce_scatter = false;

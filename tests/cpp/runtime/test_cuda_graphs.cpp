@@ -48,8 +48,7 @@ std::unique_ptr<hir::HostIrContainer> mlpProgram(
   options.device = 0;
   auto hic = hir::lowerToHostIr(std::move(fusion), options);
   hir::runHostPasses(
-      *hic,
-      {.symmetric_memory = backend == hir::CommunicatorBackend::kCuda});
+      *hic, {.symmetric_memory = backend == hir::CommunicatorBackend::kCuda});
   return hic;
 }
 

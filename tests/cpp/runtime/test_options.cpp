@@ -42,39 +42,35 @@ TEST(ExecuteOptions, RingDecompositionIsChosenByName) {
       ExecuteOptions::parse({"ring_decomposition"}, {}).ring_decomposition);
 }
 
-TEST(ExecuteOptions, CudaGraphsAreAskedForOrRefusedByName) {
-  using Graphs = ExecuteOptions::Graphs;
-  EXPECT_EQ(ExecuteOptions::parse({}, {}).cuda_graph, Graphs::kDefault);
-  EXPECT_EQ(ExecuteOptions::parse({"cuda_graph"}, {}).cuda_graph, Graphs::kOn);
-  EXPECT_EQ(ExecuteOptions::parse({}, {"cuda_graph"}).cuda_graph, Graphs::kOff);
-  EXPECT_VALUE_ERROR(
-      ExecuteOptions::parse({"cuda_graph"}, {"cuda_graph"}),
-      "cuda_graph is both in _enable_options and in _disable_options");
-  // Each a program of its own: the option is part of the cache key.
-  std::vector<std::string> texts;
-  for (const ExecuteOptions& options :
-       {ExecuteOptions::parse({}, {}),
-        ExecuteOptions::parse({"cuda_graph"}, {}),
-        ExecuteOptions::parse({}, {"cuda_graph"})}) {
-    for (const ExecuteOptions::Value& value : options.values()) {
-      if (value.name == "cuda_graph") {
-        texts.emplace_back(value.text);
+// cuda_graph and ring_prologues_first: asked for, refused or left to
+// mdfuser, each a program of its own (the option is part of the cache key).
+TEST(ExecuteOptions, ChoicesAreAskedForOrRefusedByName) {
+  using Choice = ExecuteOptions::Choice;
+  for (const std::string name : {"cuda_graph", "ring_prologues_first"}) {
+    SCOPED_TRACE(name);
+    auto chosen = [&](const ExecuteOptions& options) {
+      return name == "cuda_graph" ? options.cuda_graph
+                                  : options.ring_prologues_first;
+    };
+    EXPECT_EQ(chosen(ExecuteOptions::parse({}, {})), Choice::kDefault);
+    EXPECT_EQ(chosen(ExecuteOptions::parse({name}, {})), Choice::kOn);
+    EXPECT_EQ(chosen(ExecuteOptions::parse({}, {name})), Choice::kOff);
+    EXPECT_VALUE_ERROR(
+        ExecuteOptions::parse({name}, {name}),
+        name + " is both in _enable_options and in _disable_options");
+    std::vector<std::string> texts;
+    for (const ExecuteOptions& options :
+         {ExecuteOptions::parse({}, {}),
+          ExecuteOptions::parse({name}, {}),
+          ExecuteOptions::parse({}, {name})}) {
+      for (const ExecuteOptions::Value& value : options.values()) {
+        if (value.name == name) {
+          texts.emplace_back(value.text);
+        }
       }
     }
+    EXPECT_EQ(texts, (std::vector<std::string>{"default", "1", "0"}));
   }
-  EXPECT_EQ(texts, (std::vector<std::string>{"default", "1", "0"}));
-}
-
-TEST(ExecuteOptions, RingProloguesFirstIsChosenByName) {
-  EXPECT_FALSE(ExecuteOptions::parse({}, {}).ring_prologues_first);
-  const ExecuteOptions options =
-      ExecuteOptions::parse({"ring_prologues_first"}, {});
-  EXPECT_TRUE(options.ring_prologues_first);
-  bool listed = false;
-  for (const ExecuteOptions::Value& value : options.values()) {
-    listed |= value.name == "ring_prologues_first" && value.number == 1;
-  }
-  EXPECT_TRUE(listed);
 }
 
 TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
