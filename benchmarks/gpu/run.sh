@@ -169,7 +169,7 @@ if [ "$SKIP_TESTS" -eq 0 ]; then
   else
     # Of the one-process suite, only the GPU fault tests (child jobs) and
     # the CUDA graphs' (their cache bounded under changing scalars).
-    step pytest_gpu_faults_graphs 240 "$PYTHON" -m pytest tests/python/test_gpu_rank_faults.py \
+    step pytest_gpu_faults_graphs 360 "$PYTHON" -m pytest tests/python/test_gpu_rank_faults.py \
       tests/python/test_cuda_backend_faults.py tests/python/test_cuda_execute.py \
       tests/python/test_cuda_graphs.py -q -p no:cacheprovider
   fi

@@ -213,11 +213,16 @@ def run_absent_peer_job(
 ) -> str:
     """Runs a row_parallel_job in which both ranks run the fusion `runs`
     times on `backend` (the CommunicatorBackend's name) with the enable
-    `options`, then rank 1 stops for 25 s (or, with `raises`, exits on an
-    error it does not catch) while rank 0 runs it again and waits for it.
-    Checks that rank 0 ended, with an error, within the time bound; returns
-    rank 0's stderr."""
-    kwargs = f"backend=CommunicatorBackend.{backend}, _enable_options={list(options)}"
+    `options` (without "cuda_graph" among them, the statements one by one),
+    then rank 1 stops for 25 s (or, with `raises`, exits on an error it does
+    not catch) while rank 0 runs it again and waits for it. Checks that rank
+    0 ended, with an error, within the time bound; returns rank 0's
+    stderr."""
+    disable = [] if "cuda_graph" in options else ["cuda_graph"]
+    kwargs = (
+        f"backend=CommunicatorBackend.{backend}, _enable_options={list(options)}, "
+        f"_disable_options={disable}"
+    )
     call = f"fd.execute(args, {kwargs})"
     leave = 'raise RuntimeError("rank 1 gives up")' if raises else "time.sleep(25)\n    sys.exit(0)"
     job = row_parallel_job(
@@ -249,7 +254,7 @@ print("the next run finished without rank 1", flush=True)
 FAILING_RANK_JOB = """
 import faulthandler, sys, time, torch
 # Where a rank is, should it still run when its parent gives up on it.
-faulthandler.dump_traceback_later(45)
+faulthandler.dump_traceback_later(30)
 sys.path.insert(0, {helpers!r})
 from helpers import row_parallel_linear
 from mdfuser import CommunicatorBackend
@@ -267,7 +272,9 @@ expected = torch.nn.functional.linear(full[0].double(), full[1].double()).to(tor
 args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs())]
 
 def run():
-    (out,) = fd.execute(args, backend=backend, _enable_options={options!r})
+    (out,) = fd.execute(
+        args, backend=backend, _enable_options={options!r}, _disable_options={disable!r}
+    )
     return out
 
 def step():
@@ -303,28 +310,31 @@ def run_failing_rank_job(
     backend: str | None = None,
 ) -> list[list[str]]:
     """Runs FAILING_RANK_JOB: every rank runs the row-parallel linear
-    `warmups` times; then the last rank reports a failure (as a test harness
-    does when a check fails on it) and skips a run, in which the others wait
-    for it; then all recover and run once more. Checks that every rank ended
-    well, within
-    a bound far below MDFUSER_TIMEOUT_S, and returns each rank's lines.
-    `backend` names a CommunicatorBackend (default: execute's)."""
+    `warmups` times (with the enable `options`; without "cuda_graph" among
+    them, the statements one by one); then the last rank reports a failure
+    (as a test harness does when a check fails on it) and skips a run, in
+    which the others wait for it; then all recover and run once more. Checks
+    that every rank ended well, within a bound far below MDFUSER_TIMEOUT_S
+    (a rank still running at 30 s prints where it is), and returns each
+    rank's lines. `backend` names a CommunicatorBackend (default:
+    execute's)."""
     code = FAILING_RANK_JOB.format(
         helpers=os.path.dirname(__file__),
         device=device,
         options=list(options),
+        disable=[] if "cuda_graph" in options else ["cuda_graph"],
         warmups=warmups,
         backend="None" if backend is None else f"CommunicatorBackend.{backend}",
     )
     start = time.monotonic()
-    results = run_world(code, size, {"MDFUSER_TIMEOUT_S": "60", **env}, timeout=60)
+    results = run_world(code, size, {"MDFUSER_TIMEOUT_S": "60", **env}, timeout=40)
     took = time.monotonic() - start
     every_rank = "\n".join(
         f"rank {r} ({result.returncode}):\n{result.stdout}\n{result.stderr[-4000:]}"
         for r, result in enumerate(results)
     )
     assert all(result.returncode == 0 for result in results), every_rank
-    assert took < 50, f"ended by the timeout, not by the failure:\n{every_rank}"
+    assert took < 35, f"ended by the timeout, not by the failure:\n{every_rank}"
     return [result.stdout.splitlines() for result in results]
 
 
