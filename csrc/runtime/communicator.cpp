@@ -221,15 +221,12 @@ void Communicator::checkSameJob(
       store.set(key, std::vector<uint8_t>(job.begin(), job.end()));
       return;
     }
-    const auto deadline =
-        std::chrono::steady_clock::now() + options_.rendezvous_timeout;
-    Backoff backoff(std::chrono::milliseconds(50));
-    while (!store.check({key})) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        // Not an mdfuser store: the rendezvous wait reports it.
-        return;
-      }
-      backoff.pause();
+    if (!pollUntil(
+            [&] { return store.check({key}); },
+            options_.rendezvous_timeout,
+            std::chrono::milliseconds(50))) {
+      // Not an mdfuser store: the rendezvous wait reports it.
+      return;
     }
     const std::vector<uint8_t> theirs = store.get(key);
     const std::string served(theirs.begin(), theirs.end());
@@ -487,13 +484,11 @@ void Communicator::recover() {
       const std::string count = std::to_string(failureCount(*s.store));
       s.store->set(epoch_key, std::vector<uint8_t>(count.begin(), count.end()));
     }
-    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-    Backoff backoff(std::chrono::milliseconds(20));
-    while (!s.store->check({epoch_key})) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        throw peersAbsent(operation, "rank 0 did not name the epoch");
-      }
-      backoff.pause();
+    if (!pollUntil(
+            [&] { return s.store->check({epoch_key}); },
+            options_.timeout,
+            std::chrono::milliseconds(20))) {
+      throw peersAbsent(operation, "rank 0 did not name the epoch");
     }
     const std::vector<uint8_t> bytes = s.store->get(epoch_key);
     epoch = std::stoll(std::string(bytes.begin(), bytes.end()));
@@ -812,20 +807,22 @@ std::string Communicator::awaitPublished(
   MDF_CHECK(size() > 1, "nothing is published without peers");
   State& s = state();
   const std::string full = "once/" + key;
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  Backoff backoff(std::chrono::milliseconds(20));
   try {
-    while (!s.store->check({full})) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        throw peersAbsent(
-            operation, "the rank that measures it did not publish it");
-      }
-      backoff.pause();
-      if (backoff.slow() && !s.store->check({full})) {
-        // A failure posted anywhere (the measuring rank's among them); a
-        // rank may publish and then fail, and what it published stands.
-        throwIfPeerFailed(std::vector<int64_t>{rank()}, operation);
-      }
+    const bool published = pollUntil(
+        [&] { return s.store->check({full}); },
+        options_.timeout,
+        std::chrono::milliseconds(20),
+        [&] {
+          if (!s.store->check({full})) {
+            // A failure posted anywhere (the measuring rank's among them);
+            // a rank may publish and then fail, and what it published
+            // stands.
+            throwIfPeerFailed(std::vector<int64_t>{rank()}, operation);
+          }
+        });
+    if (!published) {
+      throw peersAbsent(
+          operation, "the rank that measures it did not publish it");
     }
     const std::vector<uint8_t> bytes = s.store->get(full);
     return std::string(bytes.begin(), bytes.end());

@@ -32,6 +32,26 @@ c10::intrusive_ptr<c10d::Store> connectStore(
   return future.get();
 }
 
+bool pollUntil(
+    const std::function<bool()>& ready,
+    std::optional<std::chrono::milliseconds> timeout,
+    std::chrono::microseconds cap,
+    const std::function<void()>& on_slow) {
+  const auto start = std::chrono::steady_clock::now();
+  Backoff backoff(cap);
+  while (!ready()) {
+    if (timeout.has_value() &&
+        std::chrono::steady_clock::now() - start >= *timeout) {
+      return false;
+    }
+    backoff.pause();
+    if (on_slow && backoff.slow()) {
+      on_slow();
+    }
+  }
+  return true;
+}
+
 bool arriveAndWait(
     c10d::Store& store,
     const std::string& key,
@@ -39,20 +59,19 @@ bool arriveAndWait(
     std::chrono::milliseconds timeout,
     int64_t& arrived,
     const std::function<void()>& check) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   arrived = store.add(key, 1);
-  Backoff backoff(std::chrono::milliseconds(50));
-  while (arrived < count) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return false;
-    }
-    backoff.pause();
-    if (check && backoff.slow()) {
-      check();
-    }
-    arrived = store.add(key, 0);
-  }
-  return true;
+  bool first = true;
+  return pollUntil(
+      [&] {
+        if (!first) {
+          arrived = store.add(key, 0);
+        }
+        first = false;
+        return arrived >= count;
+      },
+      timeout,
+      std::chrono::milliseconds(50),
+      check);
 }
 
 double seconds(std::chrono::milliseconds ms) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,16 @@ c10::intrusive_ptr<c10d::Store> connectStore(
     const std::string& host,
     const c10d::TCPStoreOptions& options,
     std::chrono::milliseconds timeout);
+
+// Polls `ready` (a look at the store) until it holds, with Backoff pauses
+// of at most `cap`, and returns true; false once `timeout` passed without
+// (nullopt: no bound). Once the wait is slow, `on_slow` runs after each
+// pause, before the next poll; it may throw to stop waiting.
+bool pollUntil(
+    const std::function<bool()>& ready,
+    std::optional<std::chrono::milliseconds> timeout,
+    std::chrono::microseconds cap,
+    const std::function<void()>& on_slow = nullptr);
 
 // Adds this rank to `key` and waits until `count` ranks did. Returns false
 // on timeout. `check`, if given, runs at each slow poll and may throw to

@@ -119,25 +119,27 @@ void TeamStore::wait(
     const std::vector<std::string>& keys,
     const std::chrono::milliseconds& timeout) {
   const std::vector<std::string> translated = translate(keys);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Backoff backoff(std::chrono::milliseconds(20));
   // interrupt_ reads the store too: a few times a second is enough.
   constexpr std::chrono::milliseconds kInterruptEvery{250};
   auto next_interrupt = std::chrono::steady_clock::now();
-  while (!inner_->check(translated)) {
-    if (timeout != kNoTimeout && std::chrono::steady_clock::now() >= deadline) {
-      std::string names;
-      for (const std::string& key : translated) {
-        names += (names.empty() ? "" : ", ") + key;
-      }
-      throw std::runtime_error(detail::concat(
-          "waited ", timeout.count(), " ms for the keys ", names));
+  const bool met = pollUntil(
+      [&] { return inner_->check(translated); },
+      timeout == kNoTimeout ? std::nullopt
+                            : std::optional<std::chrono::milliseconds>(timeout),
+      std::chrono::milliseconds(20),
+      [&] {
+        if (std::chrono::steady_clock::now() >= next_interrupt) {
+          interrupt_();
+          next_interrupt = std::chrono::steady_clock::now() + kInterruptEvery;
+        }
+      });
+  if (!met) {
+    std::string names;
+    for (const std::string& key : translated) {
+      names += (names.empty() ? "" : ", ") + key;
     }
-    backoff.pause();
-    if (backoff.slow() && std::chrono::steady_clock::now() >= next_interrupt) {
-      interrupt_();
-      next_interrupt = std::chrono::steady_clock::now() + kInterruptEvery;
-    }
+    throw std::runtime_error(
+        detail::concat("waited ", timeout.count(), " ms for the keys ", names));
   }
 }
 
