@@ -42,6 +42,7 @@ __all__ = [
     "TensorView",
     "Val",
     "dtensor",
+    "dtensor_execute",
     "execute_with_dtensors",
     "multidevice",
     "nn",
@@ -52,7 +53,7 @@ __all__ = [
 def __getattr__(name: str):
     # The DTensor front end imports torch.distributed.tensor, which takes
     # seconds; it loads on first use.
-    if name in ("FusionDefinitionWrapper", "dtensor", "execute_with_dtensors"):
+    if name in ("FusionDefinitionWrapper", "dtensor", "dtensor_execute", "execute_with_dtensors"):
         import importlib
 
         dtensor = importlib.import_module("mdfuser.dtensor")

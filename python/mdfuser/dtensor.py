@@ -583,7 +583,18 @@ def execute_with_dtensors(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) 
     outputs come back as DTensors with the placements mdfuser chose.
     FusionDefinitionWrapper instead derives the shardings from the DTensors.
     """
-    what = "execute_with_dtensors"
+    return _execute_with_dtensors("execute_with_dtensors", fd, in_dtensors)
+
+
+def dtensor_execute(fd: FusionDefinition, in_dtensors: Sequence[DTensor]) -> list[DTensor]:
+    """execute_with_dtensors under the name other versions of
+    nvfuser_direct give it (their tests call nvfd.dtensor_execute)."""
+    return _execute_with_dtensors("dtensor_execute", fd, in_dtensors)
+
+
+def _execute_with_dtensors(
+    what: str, fd: FusionDefinition, in_dtensors: Sequence[DTensor]
+) -> list[DTensor]:
     if not isinstance(fd, FusionDefinition):
         raise TypeError(f"{what}: expected a FusionDefinition, got {type(fd).__name__}")
     if isinstance(in_dtensors, (torch.Tensor, str)) or not isinstance(in_dtensors, Sequence):

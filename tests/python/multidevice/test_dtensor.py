@@ -322,13 +322,18 @@ def test_a_world_numbered_otherwise_than_mdfuser_is_refused(dtensor_test, monkey
     assert linear.num_definitions == 0
 
 
-def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test):
-    """nvfuser_direct's execute_with_dtensors: the fusion declares the
-    shardings (row-parallel linear); DTensors with those placements go in,
-    DTensors with the placements mdfuser chose come out. Other placements
-    are refused before anything runs."""
-    from mdfuser import FusionDefinition, execute_with_dtensors
+@pytest.mark.parametrize("name", ["execute_with_dtensors", "dtensor_execute"])
+def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test, name):
+    """nvfuser_direct's execute_with_dtensors (dtensor_execute in other
+    versions of it): the fusion declares the shardings (row-parallel
+    linear); DTensors with those placements go in, DTensors with the
+    placements mdfuser chose come out. Other placements are refused before
+    anything runs."""
+    import mdfuser
+    from mdfuser import FusionDefinition
     from mdfuser.multidevice import DeviceMesh
+
+    execute_with_dtensors = getattr(mdfuser, name)
 
     d = dtensor_test.test.size
     mesh = dtensor_test.mesh((d,))
@@ -349,9 +354,9 @@ def test_execute_with_dtensors_runs_a_raw_api_definition(dtensor_test):
     (sharding,) = fd.fec.get_output_shardings()
     assert sharding.axis_sharded_on(ParallelType.mesh_x) == -1
     if d > 1:
-        with pytest.raises(ValueError, match=r"input 0 is a DTensor .* but the fusion shards"):
+        with pytest.raises(ValueError, match=rf"{name}: input 0 is a DTensor .* but the fusion"):
             execute_with_dtensors(fd, [distribute(dtensor_test, x_full, mesh, [Replicate()]), ws])
-    with pytest.raises(ValueError, match="the fusion has 2 inputs, got 1 DTensors"):
+    with pytest.raises(ValueError, match=f"{name}: the fusion has 2 inputs, got 1 DTensors"):
         execute_with_dtensors(fd, [xs])
 
 
