@@ -24,13 +24,28 @@
 namespace mdfuser {
 namespace {
 
+// What mlpProgram adds to the MLP, as a second output.
+enum class Extra {
+  kNone,
+  // Uniform noise drawn at every run.
+  kNoise,
+  // The input gathered whole: an allgather that feeds no linear, which
+  // stays a collective (on NCCL beside the CUDA backend's rings).
+  kGather,
+};
+
 // The sequence-parallel MLP of device 0 of two (an allgather ring and a
-// reduce-scatter), on `backend`; with `noise`, plus uniform noise drawn at
-// every run as a second output.
+// reduce-scatter), on `backend`, with `extra`.
 std::unique_ptr<hir::HostIrContainer> mlpProgram(
-    hir::CommunicatorBackend backend, bool noise = false) {
+    hir::CommunicatorBackend backend, Extra extra = Extra::kNone) {
   std::unique_ptr<Fusion> fusion = test::makeMlp(2, 2, 1, "sp");
-  if (noise) {
+  if (extra == Extra::kGather) {
+    Fusion* f = fusion.get();
+    TensorView* gathered = set(f->inputs().front());
+    gathered->setDeviceMesh(DeviceMesh({0, 1}));
+    f->addOutput(gathered);
+  }
+  if (extra == Extra::kNoise) {
     Fusion* f = fusion.get();
     TensorView* drawn = uniform(
         f,
@@ -64,9 +79,16 @@ TEST(CudaGraphsByDefault, ForProgramsWhoseEveryMoveIsTheCudaBackends) {
   auto gloo = mlpProgram(hir::CommunicatorBackend::kGloo);
   EXPECT_FALSE(useCudaGraphsByDefault(*gloo, cpu));
   // Random numbers drawn at every run: not (asked for, a user error).
-  auto noisy = mlpProgram(hir::CommunicatorBackend::kCuda, /*noise=*/true);
+  auto noisy = mlpProgram(hir::CommunicatorBackend::kCuda, Extra::kNoise);
   EXPECT_FALSE(useCudaGraphsByDefault(*noisy, gpu)) << noisy->toString();
   EXPECT_VALUE_ERROR(checkCudaGraphs(*noisy, gpu), "draws new numbers");
+  // Rings and one of NCCL's collectives: not (NCCL's collectives gained no
+  // GPU time replayed).
+  auto mixed = mlpProgram(hir::CommunicatorBackend::kCuda, Extra::kGather);
+  const std::string text = mixed->toString();
+  ASSERT_NE(text.find("type=Allgather"), std::string::npos) << text;
+  ASSERT_NE(text.find("backend=CUDA"), std::string::npos) << text;
+  EXPECT_FALSE(useCudaGraphsByDefault(*mixed, gpu)) << text;
 }
 
 #ifdef MDFUSER_HAS_CUDA
