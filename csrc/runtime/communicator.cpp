@@ -813,11 +813,16 @@ std::string Communicator::awaitPublished(
         options_.timeout,
         std::chrono::milliseconds(20),
         [&] {
-          if (!s.store->check({full})) {
-            // A failure posted anywhere (the measuring rank's among them);
-            // a rank may publish and then fail, and what it published
-            // stands.
+          // A failure posted anywhere (the measuring rank's among them)
+          // ends the wait; but a rank may publish and then fail, and what
+          // it published stands: the key is looked at again after the
+          // failure was seen, as it may have been published in between.
+          try {
             throwIfPeerFailed(std::vector<int64_t>{rank()}, operation);
+          } catch (const CommunicationError&) {
+            if (!s.store->check({full})) {
+              throw;
+            }
           }
         });
     if (!published) {
