@@ -210,17 +210,16 @@ ExecuteOptions ExecuteOptions::parse(
     if (name == "direct_reduce_scatter") {
       options.direct_reduce_scatter = false;
     }
-    for (Choice* asked :
-         {name == "cuda_graph" ? &options.cuda_graph : nullptr,
-          name == "ring_prologues_first" ? &options.ring_prologues_first
-                                         : nullptr}) {
-      if (asked != nullptr) {
-        MDF_USER_CHECK(
-            *asked != Choice::kOn,
-            name,
-            " is both in _enable_options and in _disable_options");
-        *asked = Choice::kOff;
-      }
+    Choice* refused = name == "cuda_graph" ? &options.cuda_graph
+                      : name == "ring_prologues_first"
+                          ? &options.ring_prologues_first
+                          : nullptr;
+    if (refused != nullptr) {
+      MDF_USER_CHECK(
+          *refused != Choice::kOn,
+          name,
+          " is both in _enable_options and in _disable_options");
+      *refused = Choice::kOff;
     }
   }
   return options;
