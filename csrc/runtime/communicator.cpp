@@ -197,9 +197,13 @@ Communicator::State& Communicator::state() {
         return news;
       }
       news.failed = describeFailures(failuresSince(*store, epoch));
-      std::lock_guard<std::mutex> lock(known->mutex);
-      known->failures = std::max(known->failures, failures);
-      known->released = true;
+      {
+        std::lock_guard<std::mutex> lock(known->mutex);
+        known->failures = std::max(known->failures, failures);
+        known->released = true;
+      }
+      // This rank's next run raises them: peers may release its waits.
+      postKnown(*store, me, failures);
     } catch (const std::exception&) {
     }
     return news;
@@ -294,8 +298,28 @@ void Communicator::reportFailure(const std::string& error) {
     return;
   }
   const int64_t failures = postFailure(*state_->store, rank(), error);
-  std::lock_guard<std::mutex> lock(known_->mutex);
-  known_->failures = std::max(known_->failures, failures);
+  {
+    std::lock_guard<std::mutex> lock(known_->mutex);
+    known_->failures = std::max(known_->failures, failures);
+  }
+  postKnown(*state_->store, rank(), failures);
+  // This rank's work of the epoch is over, and its peers' waits on it are
+  // released from here too, once they know (Watchdog::onAbandon): theirs
+  // may be held up.
+  Watchdog::instance().abandonBefore(epoch_ + 1);
+}
+
+std::function<bool(int64_t)> Communicator::knowsEndOf(int64_t epoch) const {
+  if (size() == 1 || !state_->store) {
+    return [](int64_t) { return false; };
+  }
+  return [store = state_->store, epoch](int64_t rank) {
+    try {
+      return knownBy(*store, rank) > epoch;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
 }
 
 void Communicator::advanceTo(int64_t epoch) {

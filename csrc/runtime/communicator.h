@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -147,9 +148,16 @@ class Communicator {
   }
 
   // This rank failed while its peers may be communicating with it: posts
-  // `error` where their waits look. Only once this rank has joined; never
-  // throws.
+  // `error` where their waits look, and abandons this rank's work of the
+  // epoch (Watchdog::abandonBefore), which releases the GPU waits of its
+  // teams. Only once this rank has joined; never throws.
   void reportFailure(const std::string& error);
+
+  // Whether a rank knows that `epoch` ended in a failure (its next run
+  // raises it): a predicate any thread may call, one read of the store a
+  // call. A GPU wait of a rank that does not know is never released from
+  // outside it (CudaBackend::releaser).
+  std::function<bool(int64_t rank)> knowsEndOf(int64_t epoch) const;
 
   // Whether this rank knows of failures it has not recovered from. No read
   // of the store.

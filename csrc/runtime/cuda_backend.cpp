@@ -2,7 +2,10 @@
 #include "runtime/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -145,8 +148,25 @@ struct CudaBackend::Release {
   std::mutex mutex;
   bool alive = true;
   cudaStream_t stream = nullptr;
-  // Each team's flags here: address and bytes.
-  std::vector<std::pair<void*, size_t>> flags;
+  // Each team's flags on each member, in this process's address space.
+  struct Flags {
+    int64_t rank = 0;
+    void* address = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Flags> flags;
+  int64_t me = 0;
+  // Whether a rank knows its epoch ended (Communicator::knowsEndOf): a
+  // peer's flags are raised only then. Asked about each peer at most every
+  // kAskEvery; a yes is kept.
+  std::function<bool(int64_t)> knows;
+  std::set<int64_t> known;
+  std::chrono::steady_clock::time_point asked{};
+  static constexpr std::chrono::milliseconds kAskEvery{200};
+
+  // Raises the flags of this rank and of the peers that know; false when
+  // the backend is gone.
+  bool raiseEveryFlag();
 };
 
 CudaBackend::CudaBackend(Communicator& communicator, c10::Device device)
@@ -166,17 +186,33 @@ CudaBackend::~CudaBackend() {
   }
 }
 
-std::function<bool()> CudaBackend::releaser() const {
-  return [release = release_] {
-    std::lock_guard<std::mutex> lock(release->mutex);
-    if (!release->alive || release->stream == nullptr) {
-      return false;
+bool CudaBackend::Release::raiseEveryFlag() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!alive || stream == nullptr) {
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  const bool ask = now - asked >= kAskEvery;
+  if (ask) {
+    asked = now;
+  }
+  for (const Flags& f : flags) {
+    if (f.rank != me && known.count(f.rank) == 0) {
+      if (!ask || !knows(f.rank)) {
+        continue;
+      }
+      known.insert(f.rank);
     }
     // Bytes of 1: every flag reads 0x01010101, at least the 1 waited for.
-    for (const auto& [address, bytes] : release->flags) {
-      (void)cudaMemsetAsync(address, 1, bytes, release->stream);
-    }
-    (void)cudaGetLastError();
+    (void)cudaMemsetAsync(f.address, 1, f.bytes, stream);
+  }
+  (void)cudaGetLastError();
+  return true;
+}
+
+std::function<bool()> CudaBackend::releaser() const {
+  return [release = release_] {
+    (void)release->raiseEveryFlag();
     // Until the work's events complete.
     return false;
   };
@@ -213,13 +249,34 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
     t->bases.push_back(
         static_cast<char*>(buffers_.peerAddress(t->flags, peer)));
   }
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(release_->mutex);
     if (release_->stream == nullptr) {
       MDF_CUDA_CHECK(
           cudaStreamCreateWithFlags(&release_->stream, cudaStreamNonBlocking));
+      release_->me = communicator_.rank();
+      release_->knows = communicator_.knowsEndOf(buffers_.epoch());
+      first = true;
     }
-    release_->flags.emplace_back(t->flags.data_ptr(), t->flags.nbytes());
+    for (int64_t m = 0; m < t->size(); ++m) {
+      release_->flags.push_back(
+          {members[m], t->bases[m], static_cast<size_t>(t->flags.nbytes())});
+    }
+  }
+  if (first) {
+    // Whether or not this rank waits when the epoch is abandoned: a peer's
+    // stream may wait on flags that only this rank can still raise.
+    Watchdog::Standby standby;
+    standby.epoch = buffers_.epoch();
+    standby.device = device_.index();
+    standby.duration = communicator_.options().timeout;
+    standby.owner = release_;
+    standby.release = [weak = std::weak_ptr<Release>(release_)] {
+      const std::shared_ptr<Release> release = weak.lock();
+      return release == nullptr || !release->raiseEveryFlag();
+    };
+    Watchdog::instance().onAbandon(std::move(standby));
   }
   return *teams_.emplace(members, std::move(t)).first->second;
 }

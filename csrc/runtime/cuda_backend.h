@@ -78,12 +78,18 @@ class CudaBackend {
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
 
-  // Lets this backend's moves run to their end without their peers, when a
-  // rank's failure ended their epoch (Watchdog::Entry::release): raises
-  // every flag this rank waits on, on a stream of its own, so that each
-  // wait passes (the copies after it then write into the peers' buffers of
-  // that epoch, which no later run uses). Safe to call after the backend
-  // is gone (it does nothing then).
+  // Lets the moves of this backend's teams run to their end without their
+  // peers, when a rank's failure ended their epoch
+  // (Watchdog::Entry::release): raises every flag of its teams on this rank
+  // and on each peer that knows the epoch ended (Communicator::knowsEndOf:
+  // its next run raises the failure), on a stream of its own, so that each
+  // wait passes (the copies after it then write into the buffers of that
+  // epoch, which no later run uses). A rank whose own CUDA calls are held
+  // up (its host thread in a copy to pageable memory, which waits on the
+  // released stream, holds up the memset on another thread too) is
+  // released by its peers: every member runs this once the epoch is
+  // abandoned there, the failed rank at once (Watchdog::onAbandon). Safe
+  // to call after the backend is gone (it does nothing then).
   std::function<bool()> releaser() const;
 
  private:

@@ -23,6 +23,10 @@ std::string failureKey(int64_t i) {
   return "failure/" + std::to_string(i);
 }
 
+std::string knownKey(int64_t rank) {
+  return "knows/" + std::to_string(rank);
+}
+
 } // namespace
 
 bool postExit(c10d::Store& store, int64_t rank, const std::string& error) {
@@ -47,6 +51,21 @@ int64_t postFailure(
   } catch (const std::exception&) {
     return 0;
   }
+}
+
+void postKnown(c10d::Store& store, int64_t rank, int64_t failures) {
+  try {
+    // Only this rank writes its key: a read, then a raise if it is one.
+    if (knownBy(store, rank) < failures) {
+      store.set(knownKey(rank), bytesOf(std::to_string(failures)));
+    }
+  } catch (const std::exception&) {
+  }
+}
+
+int64_t knownBy(c10d::Store& store, int64_t rank) {
+  const std::string key = knownKey(rank);
+  return store.check({key}) ? std::stoll(textOf(store.get(key))) : 0;
 }
 
 std::optional<PeerFailure> exitedAmong(

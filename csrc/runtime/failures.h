@@ -21,6 +21,11 @@ class Store;
 //                     its program reported a failure; the communication of
 //                     every rank stops until they recover together
 //                     (counter "failures"; doc/runtime.md#failures)
+//   knows/<rank>      how many failures the rank knows of: its next run
+//                     raises them. Until then nothing releases its GPU
+//                     waits from outside (CudaBackend::releaser): a run it
+//                     does not know was released would hand back wrong
+//                     outputs without an error.
 //
 // Every function here throws what the store throws, except the posts.
 namespace mdfuser {
@@ -38,6 +43,13 @@ bool postExit(c10d::Store& store, int64_t rank, const std::string& error);
 // has posted, this one included (at least), or 0 when the store is gone.
 // Never throws.
 int64_t postFailure(c10d::Store& store, int64_t rank, const std::string& error);
+
+// Says that `rank` knows of `failures` failures (or more, said before).
+// Never throws.
+void postKnown(c10d::Store& store, int64_t rank, int64_t failures);
+
+// How many failures `rank` has said it knows of: one read.
+int64_t knownBy(c10d::Store& store, int64_t rank);
 
 // Of `ranks` (`me` aside), the first that exited on an error; one read of a
 // counter while none did.

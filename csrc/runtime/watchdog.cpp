@@ -29,6 +29,11 @@ struct Watchdog::State {
   // its own list without holding the lock: a thread that posts work never
   // waits for a round of polling.
   std::list<Watched> incoming;
+  // Standbys of epochs not yet abandoned; those of abandoned epochs, taken
+  // over by the thread like `incoming`, with the time they end.
+  std::list<Standby> standby;
+  std::list<std::pair<Standby, std::chrono::steady_clock::time_point>>
+      releasing;
   PeerCheck peer_check;
   // Work of the epochs before this one is abandoned.
   int64_t live_epoch = 0;
@@ -38,6 +43,25 @@ struct Watchdog::State {
   // post wake it (otherwise its next poll, within kPollPeriod, takes the
   // post, and posting costs no wake-up at every ring step).
   bool idle = false;
+
+  // Under `mutex`: epochs before `epoch` are abandoned; their standbys
+  // start.
+  void abandon(int64_t epoch) {
+    live_epoch = std::max(live_epoch, epoch);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = standby.begin(); it != standby.end();) {
+      if (it->epoch < live_epoch) {
+        const auto end = now + it->duration;
+        releasing.emplace_back(std::move(*it), end);
+        it = standby.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (idle && !releasing.empty()) {
+      wake.notify_one();
+    }
+  }
 };
 
 namespace {
@@ -79,9 +103,7 @@ void Watchdog::watch(Entry entry) {
   const auto now = std::chrono::steady_clock::now();
   const auto deadline = now + entry.timeout;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->thread.joinable()) {
-    state_->thread = std::thread([this] { loop(); });
-  }
+  startThread();
   state_->incoming.push_back({std::move(entry), now, deadline});
   if (state_->idle) {
     state_->wake.notify_one();
@@ -95,15 +117,43 @@ void Watchdog::setPeerCheck(PeerCheck check) {
 
 void Watchdog::abandonBefore(int64_t epoch) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->live_epoch = std::max(state_->live_epoch, epoch);
+  startThread();
+  state_->abandon(epoch);
+}
+
+void Watchdog::onAbandon(Standby standby) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  startThread();
+  state_->standby.remove_if(
+      [](const Standby& other) { return other.owner.expired(); });
+  state_->standby.push_back(std::move(standby));
+  state_->abandon(state_->live_epoch);
+}
+
+void Watchdog::startThread() {
+  if (!state_->thread.joinable()) {
+    state_->thread = std::thread([this] { loop(); });
+  }
 }
 
 void Watchdog::loop() {
   State& s = *state_;
   std::list<State::Watched> watched;
+  std::list<std::pair<Standby, std::chrono::steady_clock::time_point>>
+      releasing;
 #ifdef MDFUSER_HAS_CUDA
   int current_device = -1;
 #endif
+  auto makeCurrent = [&](int device) {
+#ifdef MDFUSER_HAS_CUDA
+    if (device >= 0 && device != current_device) {
+      current_device = device;
+      cudaSetDevice(current_device);
+    }
+#else
+    (void)device;
+#endif
+  };
   auto last_peer_check = std::chrono::steady_clock::now();
   while (true) {
     // Taken from the state only when a round of peer checks is due.
@@ -111,9 +161,11 @@ void Watchdog::loop() {
     int64_t live_epoch = 0;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
-      if (watched.empty()) {
+      if (watched.empty() && releasing.empty()) {
         s.idle = true;
-        s.wake.wait(lock, [&s] { return s.stop || !s.incoming.empty(); });
+        s.wake.wait(lock, [&s] {
+          return s.stop || !s.incoming.empty() || !s.releasing.empty();
+        });
         s.idle = false;
       } else {
         s.wake.wait_for(lock, kPollPeriod, [&s] { return s.stop; });
@@ -122,6 +174,7 @@ void Watchdog::loop() {
         return;
       }
       watched.splice(watched.end(), s.incoming);
+      releasing.splice(releasing.end(), s.releasing);
       live_epoch = s.live_epoch;
       if (std::chrono::steady_clock::now() - last_peer_check >=
           kPeerCheckPeriod) {
@@ -133,14 +186,17 @@ void Watchdog::loop() {
     if (check_peers) {
       last_peer_check = now;
     }
+    for (auto it = releasing.begin(); it != releasing.end();) {
+      makeCurrent(it->first.device);
+      if (now > it->second || it->first.release()) {
+        it = releasing.erase(it);
+      } else {
+        ++it;
+      }
+    }
     for (auto it = watched.begin(); it != watched.end();) {
       const Entry& entry = it->entry;
-#ifdef MDFUSER_HAS_CUDA
-      if (entry.device >= 0 && entry.device != current_device) {
-        current_device = entry.device;
-        cudaSetDevice(current_device);
-      }
-#endif
+      makeCurrent(entry.device);
       if (entry.finished()) {
         it = watched.erase(it);
         continue;
@@ -176,7 +232,7 @@ void Watchdog::loop() {
           std::fflush(stderr);
           live_epoch = std::max(live_epoch, entry.epoch + 1);
           std::lock_guard<std::mutex> lock(s.mutex);
-          s.live_epoch = std::max(s.live_epoch, live_epoch);
+          s.abandon(live_epoch);
         }
       }
       ++it;

@@ -80,6 +80,24 @@ class Watchdog {
   // later. Its deadline still holds. Any thread.
   void abandonBefore(int64_t epoch);
 
+  // What to do for the peers once `epoch` is abandoned, whether or not this
+  // rank has work of it watched: a rank that reported the failure has none,
+  // and a peer's stream may wait on it. From then on `release` is called on
+  // the watchdog's thread at every poll, for `duration` or until it returns
+  // true. Any thread; a standby whose epoch is already abandoned starts at
+  // once.
+  struct Standby {
+    int64_t epoch = 0;
+    // Made current on the watchdog's thread, or -1.
+    int device = -1;
+    std::chrono::milliseconds duration{0};
+    std::function<bool()> release;
+    // What the release works for: the standby is dropped, never started,
+    // once it is gone.
+    std::weak_ptr<const void> owner;
+  };
+  void onAbandon(Standby standby);
+
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
@@ -88,6 +106,8 @@ class Watchdog {
   Watchdog();
   ~Watchdog();
   void loop();
+  // Under the state's mutex.
+  void startThread();
 
   std::unique_ptr<State> state_;
 };

@@ -61,12 +61,19 @@ def test_a_peer_that_exits_on_an_error_ends_the_waiting_rank_early(graphs):
     assert "the stream cannot go on, ending the process" in message, message
 
 
-# Seen on two H100s (2026-11-26): the job does not end within its bound;
-# which rank waits where after the release is not yet known (doc/runtime.md,
+# Seen on two H200s (2026-11-27): with graphs, the released ranks' watchdogs
+# never learn of the failure while their replay waits (doc/runtime.md,
 # "Failures").
-@pytest.mark.xfail(reason="recovery after a released GPU wait does not finish yet", strict=False)
+GRAPH_RECOVERY = pytest.mark.xfail(
+    reason="the watchdog of a rank whose graph replay waits does not learn of the failure",
+    strict=False,
+)
+
+
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("graphs", [False, True], ids=["statements", "graphs"])
+@pytest.mark.parametrize(
+    "graphs", [False, pytest.param(True, marks=GRAPH_RECOVERY)], ids=["statements", "graphs"]
+)
 def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
     """Three ranks (sharing GPUs where the machine has fewer): the last
     reports a failure while the others' streams wait for it in the rings of
@@ -74,7 +81,10 @@ def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
     about a second and release the waits; their next run says that the
     released run's output is wrong, naming the rank and its error; then all
     three recover and run again, in the next epoch, with exact results,
-    instead of the process ending at the 60 s bound."""
+    instead of the process ending at the 60 s bound. The released ranks
+    wait for their output with `.cpu()`, a copy to pageable memory, which
+    holds up every other CUDA call of the process until their stream ends:
+    their own watchdogs cannot release them, the failed rank's does."""
     env = {}
     if torch.cuda.device_count() < 3:
         env["MDFUSER_SHARE_DEVICES"] = "1"

@@ -189,5 +189,76 @@ TEST(Watchdog, AFailureSinceTheEntrysEpochReleasesItsWork) {
   Watchdog::instance().setPeerCheck(nullptr);
 }
 
+// A standby that counts its calls and says it is over after `calls` of
+// them (never, with 0).
+struct Standing {
+  std::shared_ptr<std::atomic<int>> calls =
+      std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<int> owner = std::make_shared<int>(0);
+
+  Watchdog::Standby standby(int64_t epoch, milliseconds duration, int over) {
+    Watchdog::Standby s;
+    s.epoch = epoch;
+    s.duration = duration;
+    s.owner = owner;
+    s.release = [c = calls, over] { return ++*c == over; };
+    return s;
+  }
+};
+
+TEST(Watchdog, AStandbyRunsOnceItsEpochIsAbandonedForItsDuration) {
+  Standing standing;
+  Watchdog::instance().onAbandon(standing.standby(300, milliseconds(400), 0));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(standing.calls->load(), 0) << "nothing before the epoch ends";
+  Watchdog::instance().abandonBefore(301);
+  EXPECT_TRUE(within(milliseconds(2000), [&] {
+    return standing.calls->load() >= 5;
+  })) << "called at every poll once the epoch is abandoned";
+  // 400 ms of 20 ms polls, then no more.
+  std::this_thread::sleep_for(milliseconds(600));
+  const int calls = standing.calls->load();
+  EXPECT_LE(calls, 30);
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_EQ(standing.calls->load(), calls) << "not after its duration";
+}
+
+TEST(Watchdog, AStandbyEndsWhenItSaysItIsOver) {
+  Standing standing;
+  Watchdog::instance().abandonBefore(311);
+  // Its epoch is already over: it starts at once.
+  Watchdog::instance().onAbandon(standing.standby(310, milliseconds(5000), 2));
+  EXPECT_TRUE(
+      within(milliseconds(2000), [&] { return standing.calls->load() >= 2; }));
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_EQ(standing.calls->load(), 2);
+}
+
+TEST(Watchdog, AStandbyWhoseOwnerIsGoneIsDropped) {
+  Standing gone;
+  Standing kept;
+  Watchdog::instance().onAbandon(gone.standby(320, milliseconds(5000), 1));
+  gone.owner.reset();
+  // Registering another prunes it.
+  Watchdog::instance().onAbandon(kept.standby(320, milliseconds(5000), 1));
+  EXPECT_EQ(gone.calls.use_count(), 1) << "its release is destroyed";
+  Watchdog::instance().abandonBefore(321);
+  EXPECT_TRUE(
+      within(milliseconds(2000), [&] { return kept.calls->load() >= 1; }));
+  EXPECT_EQ(gone.calls->load(), 0);
+}
+
+TEST(Watchdog, APeersFailureStartsTheStandbysOfItsEpoch) {
+  Watchdog::instance().setPeerCheck(rankOneFailedIn(330));
+  Standing standing;
+  Releasable waits_for_1;
+  Watchdog::instance().onAbandon(standing.standby(330, milliseconds(5000), 1));
+  Watchdog::instance().watch(waits_for_1.entry(330, 1, {1}));
+  EXPECT_TRUE(within(milliseconds(3500), [&] {
+    return standing.calls->load() >= 1;
+  })) << "the failure a wait learns of ends the epoch for the standby too";
+  Watchdog::instance().setPeerCheck(nullptr);
+}
+
 } // namespace
 } // namespace mdfuser
