@@ -76,6 +76,13 @@ class Communicator {
   bool isLaunched() const {
     return !launch_.launcher.empty();
   }
+  // The GPU this rank's CUDA tensors live on, of the `gpus` its node has:
+  // its local rank's, or that modulo the GPUs when processes share them
+  // (CommunicatorOptions::share_devices).
+  int64_t localGpu(int64_t gpus) const {
+    return options_.share_devices && gpus > 0 ? localRank() % gpus
+                                              : localRank();
+  }
   const CommunicatorOptions& options() const {
     return options_;
   }

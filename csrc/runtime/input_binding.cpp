@@ -220,11 +220,8 @@ ScalarEvaluator bindInputs(
   const c10::Device device = programDevice(fusion, inputs);
   if (device.is_cuda() && comm.isLaunched()) {
     const bool shared = comm.options().share_devices;
-    const int64_t expected =
-        shared ? comm.localRank() %
-                     c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
-                         .deviceCount()
-               : comm.localRank();
+    const int64_t expected = comm.localGpu(
+        c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).deviceCount());
     MDF_USER_CHECK(
         device.index() == expected,
         "the inputs of rank ",

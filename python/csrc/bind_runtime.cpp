@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include <ATen/Context.h>
 #include <ATen/ops/arange.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -34,6 +36,17 @@ Communicator& communicatorInstance() {
   if (instance == nullptr) {
     instance = new Communicator(
         LaunchInfo::fromEnvironment(), CommunicatorOptions::fromEnvironment());
+    // The rank's GPU becomes the current device: scripts written for
+    // nvfuser_direct create their tensors with `.cuda()` and device="cuda"
+    // after asking for the communicator, and mean that GPU.
+    if (instance->isLaunched() && at::hasCUDA()) {
+      c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+      const int64_t gpu = instance->localGpu(cuda.deviceCount());
+      if (gpu < cuda.deviceCount()) {
+        cuda.setDevice(c10::Device(
+            c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(gpu)));
+      }
+    }
   }
   return *instance;
 }

@@ -103,3 +103,22 @@ def test_a_failure_on_one_rank_aborts_the_others_nccl_work_and_all_go_on():
         "the communication of rank 0 is stopped by failures: rank 1 failed: "
         "AssertionError: rank 1's check failed" in lines[0][1]
     ), lines[0]
+
+
+def test_the_communicator_makes_each_ranks_gpu_current():
+    """Scripts written for nvfuser_direct create tensors with .cuda() after
+    asking for the communicator: that must be the GPU input binding expects
+    of the rank (its local rank's, modulo the GPUs when they are shared)."""
+    gpus = torch.cuda.device_count()
+    env = {"MDFUSER_SHARE_DEVICES": "1"} if gpus < 2 else {}
+    code = """
+import torch
+from mdfuser.multidevice import Communicator
+comm = Communicator.instance()
+print(torch.cuda.current_device(), torch.ones(1).cuda().device, flush=True)
+"""
+    results = run_world(code, 2, env, timeout=60)
+    for rank, result in enumerate(results):
+        assert result.returncode == 0, result.stderr[-2000:]
+        gpu = rank % gpus
+        assert result.stdout.split() == [str(gpu), f"cuda:{gpu}"], result.stdout
