@@ -2,6 +2,8 @@
 #include "multidevice/sharding.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "ir/container.h"
@@ -113,6 +115,50 @@ ParallelAxis findParallelAxis(
   }
   result.source = id;
   return result;
+}
+
+std::string allocationMismatch(
+    const TensorView* tv, const std::vector<IterDomain*>& allocation) {
+  const std::vector<IterDomain*>& logical = tv->logical();
+  // Where `id` sits in the layout: its logical axis, then the path of
+  // split parts down to it (0 outer, 1 inner), which orders the parts of
+  // one axis outermost first.
+  auto place = [&](IterDomain* id) -> std::optional<std::vector<int64_t>> {
+    std::vector<int64_t> path;
+    while (!contains(logical, id)) {
+      auto* split = dynamic_cast<Split*>(id->definition());
+      if (split == nullptr) {
+        return std::nullopt;
+      }
+      path.insert(path.begin(), split->outer() == id ? 0 : 1);
+      id = split->in();
+    }
+    const auto axis = std::find(logical.begin(), logical.end(), id);
+    path.insert(path.begin(), axis - logical.begin());
+    return path;
+  };
+  std::vector<int64_t> previous;
+  for (IterDomain* id : allocation) {
+    if (id->isDeviceParallel() || id->isReduction() || id->isBroadcast()) {
+      continue;
+    }
+    std::optional<std::vector<int64_t>> here = place(id);
+    if (!here.has_value()) {
+      return detail::concat(
+          "its axis ",
+          id->toString(),
+          " does not derive from a logical axis by splits");
+    }
+    if (!previous.empty() && *here < previous) {
+      return detail::concat(
+          "its axis ",
+          id->toString(),
+          " comes after an axis that mdfuser holds inside it (mdfuser holds "
+          "local tensors in the order of their logical axes)");
+    }
+    previous = std::move(*here);
+  }
+  return "";
 }
 
 std::vector<ParallelType> deviceParallelTypes(const TensorView* tv) {

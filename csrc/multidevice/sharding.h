@@ -73,6 +73,14 @@ std::vector<Scalar*> localExtents(const TensorView* tv);
 // sharded on, or Serial (the innermost one when several).
 std::vector<ParallelType> shardingOfLogicalAxes(const TensorView* tv);
 
+// Why a local tensor laid out in the order of `allocation` (axes of `tv`,
+// its loop or its logical domain) would not be mdfuser's layout of it, or
+// "": mdfuser holds every local tensor in the order of its logical axes,
+// each axis's parts outermost first, device-parallel parts (one element
+// here) anywhere.
+std::string allocationMismatch(
+    const TensorView* tv, const std::vector<IterDomain*>& allocation);
+
 // The part of `tv`'s stream-split axis that iteration `index` of its stream
 // loop covers: local axis `axis`, elements [start, start + length). The last
 // chunks may be short or empty when the axis does not divide evenly.

@@ -362,6 +362,78 @@ void bindIr(py::module_& m) {
           "that reduces over the loop axes `axes` only; this tensor then "
           "reduces the new one over the others.")
       .def(
+          "get_loop_domain",
+          [](py::object self) {
+            auto& tv = self.cast<TensorView&>();
+            py::list axes;
+            for (int64_t i = 0; i < tv.nDims(); ++i) {
+              // Each keeps the tensor alive, as axis(i)'s does.
+              py::object axis = py::cast(AxisRef{&tv, i});
+              py::detail::keep_alive_impl(axis, self);
+              axes.append(axis);
+            }
+            return axes;
+          },
+          "The loop axes, outermost first (what axis(i) returns for each i).")
+      .def(
+          "set_allocation_domain",
+          [](TensorView& tv,
+             const std::vector<AxisRef>& domain,
+             const py::object& new_contiguity) {
+            std::vector<IterDomain*> ids;
+            for (const AxisRef& ref : domain) {
+              MDF_USER_CHECK(
+                  ref.tv == &tv,
+                  "set_allocation_domain: axis ",
+                  ref.id()->toString(),
+                  " belongs to ",
+                  ref.tv->toString(),
+                  ", not to ",
+                  tv.toString());
+              ids.push_back(ref.id());
+            }
+            std::vector<IterDomain*> loop(tv.loop().begin(), tv.loop().end());
+            std::vector<IterDomain*> sorted_ids = ids;
+            std::sort(sorted_ids.begin(), sorted_ids.end());
+            std::sort(loop.begin(), loop.end());
+            MDF_USER_CHECK(
+                sorted_ids == loop,
+                "set_allocation_domain: the domain must hold each loop axis "
+                "of ",
+                tv.toString(),
+                " once, got ",
+                ids.size(),
+                " axes");
+            bool contiguous = true;
+            if (py::isinstance<py::bool_>(new_contiguity)) {
+              contiguous = new_contiguity.cast<bool>();
+            } else {
+              for (const auto& c :
+                   new_contiguity.cast<std::vector<std::optional<bool>>>()) {
+                contiguous = contiguous && c.value_or(true);
+              }
+            }
+            MDF_USER_CHECK(
+                contiguous,
+                "set_allocation_domain: mdfuser holds the local tensor of ",
+                tv.toString(),
+                " contiguous; new_contiguity must be True");
+            const std::string mismatch = allocationMismatch(&tv, ids);
+            MDF_USER_CHECK(
+                mismatch.empty(),
+                "set_allocation_domain: mdfuser cannot lay out ",
+                tv.toString(),
+                " in that order: ",
+                mismatch);
+          },
+          py::arg("domain"),
+          py::arg("new_contiguity") = true,
+          "Declares the memory layout of the tensor's local part: its loop "
+          "axes in `domain`'s order, contiguous. mdfuser holds every local "
+          "tensor contiguous in the order of its logical axes (device "
+          "parts hold one element); a layout that is this one is accepted, "
+          "any other refused with a ValueError naming the axis.")
+      .def(
           "axis",
           [](TensorView& tv, int64_t axis) {
             tv.axis(axis); // range check

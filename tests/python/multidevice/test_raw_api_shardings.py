@@ -238,3 +238,23 @@ def test_shard_tensor_of_an_output_left_unplaced_follows_the_run(multidevice_tes
         z = other.define_tensor([4 * d, 3])
         other.add_output(other.ops.neg(z))
     assert torch.equal(shard_tensor(full, z), full)
+
+
+def test_an_allocation_domain_that_is_the_layout_is_accepted(multidevice_test):
+    """The nvfuser_direct idiom of a sharded input: an outer split across
+    the devices, then the loop axes declared as the allocation. That is the
+    layout mdfuser holds the local tensor in, so the run computes as
+    without it."""
+    d, r = multidevice_test.size, multidevice_test.rank
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1])
+        fd.add_output(fd.ops.add(x, 1.0))
+        x.set_device_mesh(mesh_of(range(d)))
+        x.split(0, d, inner_split=False)
+        x.axis(0).parallelize(ParallelType.mesh_x)
+        x.set_allocation_domain(x.get_loop_domain(), new_contiguity=True)
+    full = global_tensor([2 * d, 5], seed=43)
+    local_x = shard_tensor(full, x)
+    assert torch.equal(local_x, full.chunk(d)[r])
+    (out,) = fd.execute([local_x.to(multidevice_test.device)])
+    assert torch.equal(out.cpu(), full.chunk(d)[r] + 1)
