@@ -2,12 +2,14 @@
 #include "runtime/watchdog.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #ifdef MDFUSER_HAS_CUDA
@@ -17,32 +19,39 @@
 namespace mdfuser {
 
 struct Watchdog::State {
+  // One entry, shared by the two threads: the poller says when it is done.
   struct Watched {
     Entry entry;
     std::chrono::steady_clock::time_point start;
     std::chrono::steady_clock::time_point deadline;
+    std::atomic<bool> done{false};
   };
+  using WatchedPtr = std::shared_ptr<Watched>;
 
   std::mutex mutex;
-  std::condition_variable wake;
-  // Posted under `mutex`, taken over by the watchdog's thread, which polls
-  // its own list without holding the lock: a thread that posts work never
-  // waits for a round of polling.
-  std::list<Watched> incoming;
+  std::condition_variable poll_wake;
+  std::condition_variable supervise_wake;
+  // Posted under `mutex`, taken over by each thread, which works on its own
+  // list without holding the lock: a thread that posts work never waits for
+  // a round of polling.
+  std::list<WatchedPtr> to_poll;
+  std::list<WatchedPtr> to_supervise;
   // Standbys of epochs not yet abandoned; those of abandoned epochs, taken
-  // over by the thread like `incoming`, with the time they end.
+  // over by the poller like `to_poll`, with the time they end.
   std::list<Standby> standby;
   std::list<std::pair<Standby, std::chrono::steady_clock::time_point>>
       releasing;
   PeerCheck peer_check;
   // Work of the epochs before this one is abandoned.
   int64_t live_epoch = 0;
-  std::thread thread;
+  std::thread poller;
+  std::thread supervisor;
   bool stop = false;
-  // The thread waits for work, with nothing to poll: only then does a
-  // post wake it (otherwise its next poll, within kPollPeriod, takes the
-  // post, and posting costs no wake-up at every ring step).
-  bool idle = false;
+  // A thread waits for work, with nothing to look at: only then does a
+  // post wake it (otherwise its next round takes the post, and posting
+  // costs no wake-up at every ring step).
+  bool poller_idle = false;
+  bool supervisor_idle = false;
 
   // Under `mutex`: epochs before `epoch` are abandoned; their standbys
   // start.
@@ -58,8 +67,8 @@ struct Watchdog::State {
         ++it;
       }
     }
-    if (idle && !releasing.empty()) {
-      wake.notify_one();
+    if (poller_idle && !releasing.empty()) {
+      poll_wake.notify_one();
     }
   }
 };
@@ -68,6 +77,34 @@ namespace {
 
 constexpr std::chrono::seconds kPeerCheckPeriod{1};
 constexpr std::chrono::milliseconds kPollPeriod{20};
+constexpr std::chrono::milliseconds kSupervisePeriod{100};
+// How long a report waits for an entry's description, which may ask the
+// GPU (a held-up CUDA call would otherwise hold up the report).
+constexpr std::chrono::seconds kDescribeLimit{3};
+
+// `describe()`, or a stand-in when it does not return within
+// kDescribeLimit: it runs on a thread of its own, left behind then.
+std::string describeWithin(const std::function<std::string()>& describe) {
+  struct Result {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::optional<std::string> text;
+  };
+  auto result = std::make_shared<Result>();
+  std::thread([result, describe] {
+    std::string text = describe();
+    std::lock_guard<std::mutex> lock(result->mutex);
+    result->text = std::move(text);
+    result->ready.notify_one();
+  }).detach();
+  std::unique_lock<std::mutex> lock(result->mutex);
+  if (result->ready.wait_for(
+          lock, kDescribeLimit, [&] { return result->text.has_value(); })) {
+    return *result->text;
+  }
+  return "work that a GPU stream waits for (its description waits on the "
+         "GPU too)";
+}
 
 [[noreturn]] void endProcess(const std::string& what, const std::string& why) {
   std::fprintf(
@@ -92,21 +129,30 @@ Watchdog::~Watchdog() {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stop = true;
-    state_->wake.notify_one();
+    state_->poll_wake.notify_one();
+    state_->supervise_wake.notify_one();
   }
-  if (state_->thread.joinable()) {
-    state_->thread.join();
+  for (std::thread* t : {&state_->poller, &state_->supervisor}) {
+    if (t->joinable()) {
+      t->join();
+    }
   }
 }
 
 void Watchdog::watch(Entry entry) {
-  const auto now = std::chrono::steady_clock::now();
-  const auto deadline = now + entry.timeout;
+  auto watched = std::make_shared<State::Watched>();
+  watched->start = std::chrono::steady_clock::now();
+  watched->deadline = watched->start + entry.timeout;
+  watched->entry = std::move(entry);
   std::lock_guard<std::mutex> lock(state_->mutex);
-  startThread();
-  state_->incoming.push_back({std::move(entry), now, deadline});
-  if (state_->idle) {
-    state_->wake.notify_one();
+  startThreads();
+  state_->to_poll.push_back(watched);
+  state_->to_supervise.push_back(std::move(watched));
+  if (state_->poller_idle) {
+    state_->poll_wake.notify_one();
+  }
+  if (state_->supervisor_idle) {
+    state_->supervise_wake.notify_one();
   }
 }
 
@@ -117,28 +163,29 @@ void Watchdog::setPeerCheck(PeerCheck check) {
 
 void Watchdog::abandonBefore(int64_t epoch) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  startThread();
+  startThreads();
   state_->abandon(epoch);
 }
 
 void Watchdog::onAbandon(Standby standby) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  startThread();
+  startThreads();
   state_->standby.remove_if(
       [](const Standby& other) { return other.owner.expired(); });
   state_->standby.push_back(std::move(standby));
   state_->abandon(state_->live_epoch);
 }
 
-void Watchdog::startThread() {
-  if (!state_->thread.joinable()) {
-    state_->thread = std::thread([this] { loop(); });
+void Watchdog::startThreads() {
+  if (!state_->poller.joinable()) {
+    state_->poller = std::thread([this] { poll(); });
+    state_->supervisor = std::thread([this] { supervise(); });
   }
 }
 
-void Watchdog::loop() {
+void Watchdog::poll() {
   State& s = *state_;
-  std::list<State::Watched> watched;
+  std::list<State::WatchedPtr> watched;
   std::list<std::pair<Standby, std::chrono::steady_clock::time_point>>
       releasing;
 #ifdef MDFUSER_HAS_CUDA
@@ -154,6 +201,53 @@ void Watchdog::loop() {
     (void)device;
 #endif
   };
+  while (true) {
+    int64_t live_epoch = 0;
+    {
+      std::unique_lock<std::mutex> lock(s.mutex);
+      if (watched.empty() && releasing.empty()) {
+        s.poller_idle = true;
+        s.poll_wake.wait(lock, [&s] {
+          return s.stop || !s.to_poll.empty() || !s.releasing.empty();
+        });
+        s.poller_idle = false;
+      } else {
+        s.poll_wake.wait_for(lock, kPollPeriod, [&s] { return s.stop; });
+      }
+      if (s.stop) {
+        return;
+      }
+      watched.splice(watched.end(), s.to_poll);
+      releasing.splice(releasing.end(), s.releasing);
+      live_epoch = s.live_epoch;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = releasing.begin(); it != releasing.end();) {
+      makeCurrent(it->first.device);
+      if (now > it->second || it->first.release()) {
+        it = releasing.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = watched.begin(); it != watched.end();) {
+      const Entry& entry = (*it)->entry;
+      makeCurrent(entry.device);
+      if (entry.finished() ||
+          (entry.epoch < live_epoch && entry.release && entry.release())) {
+        // Done, or abandoned and ended without its peers.
+        (*it)->done = true;
+        it = watched.erase(it);
+        continue;
+      }
+      ++it;
+    }
+  }
+}
+
+void Watchdog::supervise() {
+  State& s = *state_;
+  std::list<State::WatchedPtr> watched;
   auto last_peer_check = std::chrono::steady_clock::now();
   while (true) {
     // Taken from the state only when a round of peer checks is due.
@@ -161,20 +255,21 @@ void Watchdog::loop() {
     int64_t live_epoch = 0;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
-      if (watched.empty() && releasing.empty()) {
-        s.idle = true;
-        s.wake.wait(lock, [&s] {
-          return s.stop || !s.incoming.empty() || !s.releasing.empty();
-        });
-        s.idle = false;
+      watched.remove_if(
+          [](const State::WatchedPtr& w) { return w->done.load(); });
+      if (watched.empty()) {
+        s.supervisor_idle = true;
+        s.supervise_wake.wait(
+            lock, [&s] { return s.stop || !s.to_supervise.empty(); });
+        s.supervisor_idle = false;
       } else {
-        s.wake.wait_for(lock, kPollPeriod, [&s] { return s.stop; });
+        s.supervise_wake.wait_for(
+            lock, kSupervisePeriod, [&s] { return s.stop; });
       }
       if (s.stop) {
         return;
       }
-      watched.splice(watched.end(), s.incoming);
-      releasing.splice(releasing.end(), s.releasing);
+      watched.splice(watched.end(), s.to_supervise);
       live_epoch = s.live_epoch;
       if (std::chrono::steady_clock::now() - last_peer_check >=
           kPeerCheckPeriod) {
@@ -186,29 +281,14 @@ void Watchdog::loop() {
     if (check_peers) {
       last_peer_check = now;
     }
-    for (auto it = releasing.begin(); it != releasing.end();) {
-      makeCurrent(it->first.device);
-      if (now > it->second || it->first.release()) {
-        it = releasing.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = watched.begin(); it != watched.end();) {
-      const Entry& entry = it->entry;
-      makeCurrent(entry.device);
-      if (entry.finished()) {
-        it = watched.erase(it);
+    for (const State::WatchedPtr& w : watched) {
+      const Entry& entry = w->entry;
+      if (w->done) {
         continue;
       }
-      if (entry.epoch < live_epoch && entry.release && entry.release()) {
-        // Abandoned, and ended without its peers.
-        it = watched.erase(it);
-        continue;
-      }
-      if (now > it->deadline) {
+      if (now > w->deadline) {
         endProcess(
-            entry.describe(),
+            describeWithin(entry.describe),
             "more than " +
                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                    entry.timeout)
@@ -216,18 +296,18 @@ void Watchdog::loop() {
                 " s");
       }
       if (check_peers && !entry.peers.empty() && entry.epoch >= live_epoch &&
-          now - it->start >= kPeerCheckPeriod) {
+          now - w->start >= kPeerCheckPeriod) {
         const PeerNews news = peer_check(entry.peers, entry.epoch, entry.run);
         if (!news.exited.empty()) {
-          endProcess(entry.describe(), news.exited);
+          endProcess(describeWithin(entry.describe), news.exited);
         }
         if (!news.failed.empty()) {
           // The epoch is over: its work, this entry's and the rest, is
-          // released from the next poll on.
+          // released from the poller's next round on.
           std::fprintf(
               stderr,
               "[mdfuser] %s; %s: releasing the work of its epoch\n",
-              entry.describe().c_str(),
+              describeWithin(entry.describe).c_str(),
               news.failed.c_str());
           std::fflush(stderr);
           live_epoch = std::max(live_epoch, entry.epoch + 1);
@@ -235,7 +315,6 @@ void Watchdog::loop() {
           s.abandon(live_epoch);
         }
       }
-      ++it;
     }
   }
 }

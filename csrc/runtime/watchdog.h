@@ -16,21 +16,22 @@ namespace mdfuser {
 // cannot be unblocked, so the alternative is a hang (NCCL's own watchdog
 // ends the process the same way).
 //
-// One thread, started on the first watch(), polls every entry about every
-// 20 ms; it never blocks the threads that post work.
+// Two threads, started on the first watch(): one polls every entry about
+// every 20 ms, the other enforces the deadlines and asks about peers; they
+// never block the threads that post work.
 class Watchdog {
  public:
   struct Entry {
     // True once the work has finished, or failed in a way its user sees.
-    // Called on the watchdog's thread.
+    // Called on the poller.
     std::function<bool()> finished;
     // What the report says, e.g. "rank 0 in Allreduce (Communication 3)
-    // with team (0 1) on NCCL: ...". Called at most once, on the watchdog's
-    // thread, after the deadline.
+    // with team (0 1) on NCCL: ...". Called for a report (the deadline, a
+    // peer's exit or failure), on a thread of its own.
     std::function<std::string()> describe;
     std::chrono::milliseconds timeout{0};
-    // The GPU whose work `finished` queries (made current on the watchdog's
-    // thread), or -1.
+    // The GPU whose work `finished` queries (made current on the poller),
+    // or -1.
     int device = -1;
     // The ranks the work waits for; if one of them exits on an error, the
     // work ends the process without waiting for the deadline (setPeerCheck).
@@ -41,7 +42,7 @@ class Watchdog {
     int64_t epoch = 0;
     uint64_t run = 0;
     // Lets abandoned work run to its end without its peers: called on the
-    // watchdog's thread at every poll until `finished`, or until it returns
+    // poller at every poll until `finished`, or until it returns
     // true (the work is over: an aborted NCCL communicator, whose work
     // cannot be queried afterwards); the CUDA backend's moves return false
     // and are released until their events complete. Null: the work cannot
@@ -58,7 +59,8 @@ class Watchdog {
     std::string failed;
   };
   // Asked about `ranks`, `epoch` and `run` of an entry waiting a second or
-  // more. Called on the watchdog's thread; must not throw.
+  // more. Called on the supervisor (never held up by CUDA); must not
+  // throw.
   using PeerCheck = std::function<PeerNews(
       const std::vector<int64_t>& ranks, int64_t epoch, uint64_t run)>;
 
@@ -83,12 +85,12 @@ class Watchdog {
   // What to do for the peers once `epoch` is abandoned, whether or not this
   // rank has work of it watched: a rank that reported the failure has none,
   // and a peer's stream may wait on it. From then on `release` is called on
-  // the watchdog's thread at every poll, for `duration` or until it returns
+  // the poller at every poll, for `duration` or until it returns
   // true. Any thread; a standby whose epoch is already abandoned starts at
   // once.
   struct Standby {
     int64_t epoch = 0;
-    // Made current on the watchdog's thread, or -1.
+    // Made current on the poller, or -1.
     int device = -1;
     std::chrono::milliseconds duration{0};
     std::function<bool()> release;
@@ -105,9 +107,16 @@ class Watchdog {
   struct State;
   Watchdog();
   ~Watchdog();
-  void loop();
+  // The poller asks each entry whether it finished and releases abandoned
+  // work: CUDA calls, which a host thread elsewhere in the process can hold
+  // up (one copying into pageable memory from a stream that waits). The
+  // supervisor never calls CUDA: deadlines and peer checks hold while the
+  // poller is held up (descriptions that ask the GPU are awaited a few
+  // seconds, then stood in for).
+  void poll();
+  void supervise();
   // Under the state's mutex.
-  void startThread();
+  void startThreads();
 
   std::unique_ptr<State> state_;
 };

@@ -82,9 +82,9 @@ def test_an_nccl_collective_a_rank_never_reaches_ends_the_waiting_rank_with_a_me
     assert "(more than 3 s)" in message, message
 
 
-# Seen on two H100s (2026-11-26): the job does not end within its bound;
-# which rank waits where after the release is not yet known (doc/runtime.md,
-# "Failures").
+# Seen on two H100s (2026-11-26) and two H200s (2026-11-27): the job does
+# not end within its bound; rank 0's watchdog said nothing while its NCCL
+# allreduce waited (doc/runtime.md, "Failures").
 @pytest.mark.xfail(reason="recovery after a released GPU wait does not finish yet", strict=False)
 @two_gpus
 @pytest.mark.timeout(150)

@@ -189,6 +189,71 @@ TEST(Watchdog, AFailureSinceTheEntrysEpochReleasesItsWork) {
   Watchdog::instance().setPeerCheck(nullptr);
 }
 
+// A CUDA call can be held up by another thread of the process (one that
+// copies into pageable memory from a stream that waits): the deadlines and
+// the peer checks must not wait for it.
+TEST(WatchdogDeathTest, AFinishedCheckThatHangsDoesNotStopTheDeadline) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Watchdog::instance().watch(entry(
+            [] {
+              std::this_thread::sleep_for(std::chrono::hours(1));
+              return false;
+            },
+            milliseconds(50),
+            "rank 0 in a CUDA graph replay"));
+        std::this_thread::sleep_for(milliseconds(5000));
+      },
+      "\\[mdfuser\\] rank 0 in a CUDA graph replay \\(more than 0 s\\)");
+}
+
+TEST(WatchdogDeathTest, ADescriptionThatHangsIsStoodInFor) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Watchdog::Entry e = entry([] { return false; }, milliseconds(50), "");
+        e.describe = [] {
+          std::this_thread::sleep_for(std::chrono::hours(1));
+          return std::string("never");
+        };
+        Watchdog::instance().watch(std::move(e));
+        std::this_thread::sleep_for(milliseconds(10000));
+      },
+      "work that a GPU stream waits for \\(its description waits on the "
+      "GPU too\\) \\(more than 0 s\\)");
+}
+
+TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  Watchdog::instance().setPeerCheck(
+      [asked](const std::vector<int64_t>&, int64_t epoch, uint64_t) {
+        Watchdog::PeerNews news;
+        if (epoch == 400) {
+          ++*asked;
+          news.failed = "rank 1 failed: RuntimeError: gave up";
+        }
+        return news;
+      });
+  auto go_on = std::make_shared<std::atomic<bool>>(false);
+  Watchdog::Entry held = entry(
+      [go_on] {
+        while (!go_on->load()) {
+          std::this_thread::sleep_for(milliseconds(5));
+        }
+        return true;
+      },
+      milliseconds(60000),
+      "rank 0 in CollectivePermute (Communication 1)");
+  held.epoch = 400;
+  held.peers = {1};
+  Watchdog::instance().watch(std::move(held));
+  EXPECT_TRUE(within(milliseconds(3500), [&] { return asked->load() >= 1; }))
+      << "the peers are asked while the poller waits on the entry";
+  go_on->store(true);
+  Watchdog::instance().setPeerCheck(nullptr);
+}
+
 // A standby that counts its calls and says it is over after `calls` of
 // them (never, with 0).
 struct Standing {
