@@ -140,23 +140,33 @@ std::string ChunkChoice::toString() const {
 }
 
 void checkLayoutNeedsNoChosenCount(const TensorView* tv) {
-  for (ParallelType pt : kDeviceParallelTypes) {
-    const ParallelAxis axis = findParallelAxis(tv, pt, tv->logical());
-    if (!axis) {
+  const std::vector<IterDomain*>& logical = tv->logical();
+  for (const IterDomain* device : tv->loop()) {
+    if (!device->isDeviceParallel()) {
       continue;
     }
-    for (const IterDomain* above : axis.above) {
+    // Every split between the device axis and its logical axis: the part a
+    // device holds depends on the extent of the outer part of each split
+    // the path goes through the inner part of.
+    const IterDomain* id = device;
+    while (std::find(logical.begin(), logical.end(), id) == logical.end()) {
+      const auto* split = dynamic_cast<const Split*>(id->definition());
+      if (split == nullptr) {
+        break;
+      }
       MDF_USER_CHECK(
-          above->extent()->role() != Scalar::Role::kChosen,
+          split->outer() == id ||
+              split->outer()->extent()->role() != Scalar::Role::kChosen,
           "outer_split without a factor on ",
           tv->toString(),
           " splits an axis into stream chunks above its split across "
           "devices (",
-          parallelTypeName(pt),
+          parallelTypeName(device->parallelType()),
           "): the count mdfuser chooses would decide how the fusion's "
           "input or output is laid out across devices, which its shards "
           "must know before the fusion is compiled; give the split a "
           "factor");
+      id = split->in();
     }
   }
 }

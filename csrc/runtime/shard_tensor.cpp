@@ -14,8 +14,47 @@ namespace mdfuser {
 
 namespace {
 
+// The loop axes of `tv` that splits cut from its logical axis `axis`, in
+// the order its elements are laid out in (a split's outer part before its
+// inner part, at every level): [dy, rows, dx, cols] for an axis cut by an
+// inner split, then an outer split of each part. Empty when a loop axis
+// comes from it otherwise (a merge).
+std::vector<IterDomain*> leavesInLayoutOrder(
+    const TensorView* tv, const IterDomain* axis) {
+  const std::vector<IterDomain*>& logical = tv->logical();
+  std::vector<std::pair<std::vector<int>, IterDomain*>> leaves;
+  for (IterDomain* id : tv->loop()) {
+    std::vector<int> path;
+    const IterDomain* at = id;
+    while (std::find(logical.begin(), logical.end(), at) == logical.end()) {
+      auto* split = dynamic_cast<Split*>(at->definition());
+      if (split == nullptr) {
+        return {}; // from a merge, perhaps of this axis
+      }
+      path.insert(path.begin(), split->outer() == at ? 0 : 1);
+      at = split->in();
+    }
+    if (at == axis) {
+      leaves.emplace_back(std::move(path), id);
+    }
+  }
+  std::sort(leaves.begin(), leaves.end(), [](const auto& a, const auto& b) {
+    return a.first < b.first;
+  });
+  std::vector<IterDomain*> result;
+  for (const auto& leaf : leaves) {
+    result.push_back(leaf.second);
+  }
+  return result;
+}
+
 // `t` with its axis `dim`, the whole of tv's logical axis `axis`, cut to
-// the elements `device` holds.
+// the elements `device` holds: the axis viewed as its loop axes in layout
+// order, each device-parallel one narrowed to the device's place in its
+// team. Within a chain of splits that is a block, [above..., device,
+// rest]; with the device axis the inner part of its split, every d-th
+// element; with device axes on both parts of a split (a vector sharded
+// across a 2-D mesh), strided blocks.
 at::Tensor narrowToDevice(
     const at::Tensor& t,
     int64_t dim,
@@ -23,60 +62,46 @@ at::Tensor narrowToDevice(
     const IterDomain* axis,
     int64_t device,
     const ScalarEvaluator& extents) {
-  // The innermost device axis on this tensor axis; the splits above it.
-  ParallelAxis innermost;
-  for (ParallelType pt : deviceParallelTypes(tv)) {
-    ParallelAxis pa = findParallelAxis(tv, pt, tv->logical());
-    if (pa && pa.source == axis &&
-        (!innermost || pa.above.size() > innermost.above.size())) {
-      innermost = pa;
+  const std::vector<IterDomain*> leaves = leavesInLayoutOrder(tv, axis);
+  const bool sharded =
+      std::any_of(leaves.begin(), leaves.end(), [](const IterDomain* id) {
+        return id->isDeviceParallel();
+      });
+  if (!sharded) {
+    for (ParallelType pt : deviceParallelTypes(tv)) {
+      // A merge on a sharded axis: findParallelAxis says what is refused.
+      (void)findParallelAxis(tv, pt, tv->logical());
     }
-  }
-  if (!innermost) {
     return t;
   }
   const DeviceMesh& mesh = *tv->deviceMesh();
-  // The axis's elements laid out by the splits down to the device axis:
-  // [above..., device, rest] when the device axis is the outer part of
-  // its split, [above..., outer, device] when it is the inner part (each
-  // device then holds every d-th element).
-  std::vector<IterDomain*> chain = innermost.above;
-  if (!innermost.isOuter()) {
-    chain.push_back(innermost.split->outer());
-  }
-  chain.push_back(innermost.loop);
   const int64_t n = t.size(dim);
   std::vector<int64_t> factors;
   int64_t product = 1;
-  for (IterDomain* id : chain) {
+  for (IterDomain* id : leaves) {
     factors.push_back(extents.evaluate(id->extent()));
     product *= factors.back();
   }
   MDF_USER_CHECK(
-      product > 0 && n % product == 0,
+      product == n,
       "shard_tensor: axis ",
       dim,
       " has size ",
       n,
-      ", which does not split evenly into the ",
-      product,
-      " parts of ",
+      ", which does not split evenly into the parts of ",
       tv->toString());
-  // View the axis as [f_1, ..., f_k, rest] and keep, for each device
-  // factor, the coordinate of `device`.
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<int64_t> split_shape(shape.begin(), shape.begin() + dim);
   split_shape.insert(split_shape.end(), factors.begin(), factors.end());
-  split_shape.push_back(n / product);
   split_shape.insert(split_shape.end(), shape.begin() + dim + 1, shape.end());
   at::Tensor viewed = t.contiguous().view(split_shape);
   int64_t local = n;
-  for (size_t j = 0; j < chain.size(); ++j) {
-    if (!chain[j]->isDeviceParallel()) {
+  for (size_t j = 0; j < leaves.size(); ++j) {
+    if (!leaves[j]->isDeviceParallel()) {
       continue;
     }
     const std::vector<int64_t> team =
-        mesh.team(device, chain[j]->parallelType());
+        mesh.team(device, leaves[j]->parallelType());
     const int64_t index =
         std::find(team.begin(), team.end(), device) - team.begin();
     viewed = viewed.narrow(dim + static_cast<int64_t>(j), index, 1);

@@ -6,9 +6,10 @@ Written as two successive outer splits (mesh_y the outer part, mesh_x the
 outer part of the rest), each device holds one contiguous block, in mesh
 order, and operations and gathers run on it. The reference's own test
 writes it with an inner split first, which puts mesh_y on the outer part of
-that inner split: each device would hold strided pieces, which mdfuser's
-shardings (chains of splits, each of the inner part of the previous one)
-do not express; it refuses that schedule with a ValueError naming the axis.
+that inner split: each device holds strided pieces, which shard_tensor
+cuts (as the reference's test checks), while a fusion computing on them is
+refused with a ValueError naming the axis: mdfuser's shardings are chains
+of splits, each of the inner part of the previous one.
 """
 
 from __future__ import annotations
@@ -70,17 +71,21 @@ def reference_schedule(fd: FusionDefinition, mesh, dy: int, cols_per_rank: int):
 
 
 @pytest.mark.mpi
-def test_an_axis_through_the_outer_part_of_an_inner_split_is_refused(multidevice_test):
+def test_the_strided_pieces_of_an_inner_split_are_cut_and_computing_on_them_is_refused(
+    multidevice_test,
+):
     mesh, dy = mesh_2d(multidevice_test)
     rows_per_rank, cols_per_rank = 2, 3
     with FusionDefinition() as fd:
         tv = reference_schedule(fd, mesh, dy, cols_per_rank)
     t_ref = torch.arange(dy * rows_per_rank * DX * cols_per_rank, dtype=torch.float)
-    message = r"mesh_y axis ideviceIdx\.y\d+\{\d+\} of T0.* derives from the outer part of a split"
-    with pytest.raises(ValueError, match=message):
-        multidevice_test.shard_tensor(t_ref, tv)
+    rank = multidevice_test.rank
+    # The reference's expectation: rows of every block, this rank's columns.
+    expected = t_ref.reshape(dy, rows_per_rank, DX, cols_per_rank)[rank // DX, :, rank % DX, :]
+    local = multidevice_test.shard_tensor(t_ref, tv)
+    torch.testing.assert_close(local.cpu(), expected.flatten())
     # execute refuses it when it compiles, on every rank, before any
     # communication.
-    local = torch.zeros(rows_per_rank * cols_per_rank, device=multidevice_test.device)
+    message = r"mesh_y axis ideviceIdx\.y\d+\{\d+\} of T0.* derives from the outer part of a split"
     with pytest.raises(ValueError, match=message):
         fd.execute([local], backend=multidevice_test.collective_backend)
