@@ -2,6 +2,7 @@
 #include "runtime/evaluator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <numeric>
@@ -489,15 +490,20 @@ class Interpreter {
     entry.epoch = communicator_->epoch();
     entry.run = state_.rng_base;
     // Abandoned (a rank failed): aborting the communicator ends the kernel
-    // that waits for the peer, and the work with it.
+    // that waits for the peer, and the work with it. From the poller or a
+    // thread of the supervisor's, whichever comes first.
     entry.release =
-        [backend = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(&backend)] {
-          try {
-            backend->abort();
-          } catch (const std::exception&) {
+        [backend = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(&backend),
+         aborted = std::make_shared<std::atomic<bool>>(false)] {
+          if (!aborted->exchange(true)) {
+            try {
+              backend->abort();
+            } catch (const std::exception&) {
+            }
           }
           return true;
         };
+    entry.release_anywhere = true;
     Watchdog::instance().watch(std::move(entry));
   }
 

@@ -25,6 +25,8 @@ struct Watchdog::State {
     std::chrono::steady_clock::time_point start;
     std::chrono::steady_clock::time_point deadline;
     std::atomic<bool> done{false};
+    // Its release started on a thread of its own (Entry::release_anywhere).
+    bool released_anywhere = false;
   };
   using WatchedPtr = std::shared_ptr<Watched>;
 
@@ -314,6 +316,13 @@ void Watchdog::supervise() {
           std::lock_guard<std::mutex> lock(s.mutex);
           s.abandon(live_epoch);
         }
+      }
+    }
+    for (const State::WatchedPtr& w : watched) {
+      if (!w->done && w->entry.release_anywhere && !w->released_anywhere &&
+          w->entry.epoch < live_epoch) {
+        w->released_anywhere = true;
+        std::thread([release = w->entry.release] { (void)release(); }).detach();
       }
     }
   }

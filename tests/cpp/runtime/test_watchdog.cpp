@@ -254,6 +254,35 @@ TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
   Watchdog::instance().setPeerCheck(nullptr);
 }
 
+TEST(Watchdog, AReleaseThatMayRunAnywhereIsStartedWhileThePollerIsHeldUp) {
+  auto go_on = std::make_shared<std::atomic<bool>>(false);
+  auto releases = std::make_shared<std::atomic<int>>(0);
+  Watchdog::Entry held = entry(
+      [go_on] {
+        while (!go_on->load()) {
+          std::this_thread::sleep_for(milliseconds(5));
+        }
+        return true;
+      },
+      milliseconds(60000),
+      "rank 0 in Allreduce (Communication 2) on NCCL");
+  held.epoch = 500;
+  held.release = [releases] {
+    ++*releases;
+    return true;
+  };
+  held.release_anywhere = true;
+  Watchdog::instance().watch(std::move(held));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(releases->load(), 0) << "nothing before the epoch ends";
+  Watchdog::instance().abandonBefore(501);
+  EXPECT_TRUE(within(milliseconds(2000), [&] { return releases->load() >= 1; }))
+      << "the supervisor starts the release itself";
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(releases->load(), 1) << "once";
+  go_on->store(true);
+}
+
 // A standby that counts its calls and says it is over after `calls` of
 // them (never, with 0).
 struct Standing {
