@@ -49,9 +49,8 @@ class Watchdog {
     // be released, and only its deadline ends it.
     std::function<bool()> release;
     // Whether `release` may also run on a thread of its own (an NCCL
-    // abort, which ends the waiting kernel through a flag in host memory
-    // before it makes any CUDA call): once the epoch is abandoned the
-    // supervisor starts it so, once, should the poller be held up.
+    // abort): once the epoch is abandoned the supervisor starts it so,
+    // once, should the poller be held up.
     bool release_anywhere = false;
   };
 
