@@ -141,9 +141,9 @@ struct CudaBackend::Team {
   }
 };
 
-// The flags this rank waits on, and a stream to raise them on that no
-// waiting work blocks; shared with the watchdog's release functions, which
-// may outlive the backend.
+// The flags of this backend's teams, on every member, and a stream to raise
+// them on that no waiting work blocks; shared with the watchdog's release
+// functions, which may outlive the backend.
 struct CudaBackend::Release {
   std::mutex mutex;
   bool alive = true;
