@@ -117,32 +117,32 @@ ParallelAxis findParallelAxis(
   return result;
 }
 
+std::optional<std::vector<int64_t>> layoutPlace(
+    const TensorView* tv, const IterDomain* id) {
+  const std::vector<IterDomain*>& logical = tv->logical();
+  std::vector<int64_t> place;
+  while (!contains(logical, id)) {
+    auto* split = dynamic_cast<Split*>(id->definition());
+    if (split == nullptr) {
+      return std::nullopt;
+    }
+    place.insert(place.begin(), split->outer() == id ? 0 : 1);
+    id = split->in();
+  }
+  place.insert(
+      place.begin(),
+      std::find(logical.begin(), logical.end(), id) - logical.begin());
+  return place;
+}
+
 std::string allocationMismatch(
     const TensorView* tv, const std::vector<IterDomain*>& allocation) {
-  const std::vector<IterDomain*>& logical = tv->logical();
-  // Where `id` sits in the layout: its logical axis, then the path of
-  // split parts down to it (0 outer, 1 inner), which orders the parts of
-  // one axis outermost first.
-  auto place = [&](IterDomain* id) -> std::optional<std::vector<int64_t>> {
-    std::vector<int64_t> path;
-    while (!contains(logical, id)) {
-      auto* split = dynamic_cast<Split*>(id->definition());
-      if (split == nullptr) {
-        return std::nullopt;
-      }
-      path.insert(path.begin(), split->outer() == id ? 0 : 1);
-      id = split->in();
-    }
-    const auto axis = std::find(logical.begin(), logical.end(), id);
-    path.insert(path.begin(), axis - logical.begin());
-    return path;
-  };
   std::vector<int64_t> previous;
   for (IterDomain* id : allocation) {
     if (id->isDeviceParallel() || id->isReduction() || id->isBroadcast()) {
       continue;
     }
-    std::optional<std::vector<int64_t>> here = place(id);
+    std::optional<std::vector<int64_t>> here = layoutPlace(tv, id);
     if (!here.has_value()) {
       return detail::concat(
           "its axis ",

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,14 @@ std::vector<Scalar*> localExtents(const TensorView* tv);
 // Per non-reduction logical axis of `tv`, the device parallel type it is
 // sharded on, or Serial (the innermost one when several).
 std::vector<ParallelType> shardingOfLogicalAxes(const TensorView* tv);
+
+// Where axis `id` of `tv` (a loop axis, or any part a split cut) lies in
+// the layout of the tensor's elements: the number of the logical axis it
+// derives from, then the part of each split taken down to it (0 the outer,
+// 1 the inner), outermost first, so that lexicographic order is layout
+// order. Nothing when a merge lies between.
+std::optional<std::vector<int64_t>> layoutPlace(
+    const TensorView* tv, const IterDomain* id);
 
 // Why a local tensor laid out in the order of `allocation` (axes of `tv`,
 // its loop or its logical domain) would not be mdfuser's layout of it, or

@@ -2,6 +2,7 @@
 #include "runtime/shard_tensor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <ATen/ops/arange.h>
 
@@ -22,20 +23,16 @@ namespace {
 std::vector<IterDomain*> leavesInLayoutOrder(
     const TensorView* tv, const IterDomain* axis) {
   const std::vector<IterDomain*>& logical = tv->logical();
-  std::vector<std::pair<std::vector<int>, IterDomain*>> leaves;
+  const int64_t number =
+      std::find(logical.begin(), logical.end(), axis) - logical.begin();
+  std::vector<std::pair<std::vector<int64_t>, IterDomain*>> leaves;
   for (IterDomain* id : tv->loop()) {
-    std::vector<int> path;
-    const IterDomain* at = id;
-    while (std::find(logical.begin(), logical.end(), at) == logical.end()) {
-      auto* split = dynamic_cast<Split*>(at->definition());
-      if (split == nullptr) {
-        return {}; // from a merge, perhaps of this axis
-      }
-      path.insert(path.begin(), split->outer() == at ? 0 : 1);
-      at = split->in();
+    std::optional<std::vector<int64_t>> place = layoutPlace(tv, id);
+    if (!place.has_value()) {
+      return {}; // from a merge, perhaps of this axis
     }
-    if (at == axis) {
-      leaves.emplace_back(std::move(path), id);
+    if (place->front() == number) {
+      leaves.emplace_back(std::move(*place), id);
     }
   }
   std::sort(leaves.begin(), leaves.end(), [](const auto& a, const auto& b) {

@@ -224,6 +224,21 @@ TEST(WatchdogDeathTest, ADescriptionThatHangsIsStoodInFor) {
       "GPU too\\) \\(more than 0 s\\)");
 }
 
+// Work whose finished() does not return until `go_on` (a CUDA query held
+// up by another thread), then says it finished.
+Watchdog::Entry heldUntil(
+    std::shared_ptr<std::atomic<bool>> go_on, std::string what) {
+  return entry(
+      [go_on] {
+        while (!go_on->load()) {
+          std::this_thread::sleep_for(milliseconds(5));
+        }
+        return true;
+      },
+      milliseconds(60000),
+      std::move(what));
+}
+
 TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
   auto asked = std::make_shared<std::atomic<int>>(0);
   Watchdog::instance().setPeerCheck(
@@ -236,15 +251,8 @@ TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
         return news;
       });
   auto go_on = std::make_shared<std::atomic<bool>>(false);
-  Watchdog::Entry held = entry(
-      [go_on] {
-        while (!go_on->load()) {
-          std::this_thread::sleep_for(milliseconds(5));
-        }
-        return true;
-      },
-      milliseconds(60000),
-      "rank 0 in CollectivePermute (Communication 1)");
+  Watchdog::Entry held =
+      heldUntil(go_on, "rank 0 in CollectivePermute (Communication 1)");
   held.epoch = 400;
   held.peers = {1};
   Watchdog::instance().watch(std::move(held));
@@ -257,15 +265,8 @@ TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
 TEST(Watchdog, AReleaseThatMayRunAnywhereIsStartedWhileThePollerIsHeldUp) {
   auto go_on = std::make_shared<std::atomic<bool>>(false);
   auto releases = std::make_shared<std::atomic<int>>(0);
-  Watchdog::Entry held = entry(
-      [go_on] {
-        while (!go_on->load()) {
-          std::this_thread::sleep_for(milliseconds(5));
-        }
-        return true;
-      },
-      milliseconds(60000),
-      "rank 0 in Allreduce (Communication 2) on NCCL");
+  Watchdog::Entry held =
+      heldUntil(go_on, "rank 0 in Allreduce (Communication 2) on NCCL");
   held.epoch = 500;
   held.release = [releases] {
     ++*releases;
