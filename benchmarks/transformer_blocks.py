@@ -65,6 +65,9 @@ COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "x_streams", "x_no_
 WIDTHS = [17, 3, 11, 9, 9, 11, 10, 10]
 HOST_COLUMNS = ["block", "mode", "variant", "s", "ops", "execute_us", "us/op", "cpu_us/op"]
 HOST_WIDTHS = [10, 5, 8, 3, 6, 12, 8, 10]
+# The default schedule with its host-IR statements run one by one, as the
+# profiler sees them, in place of a replayed CUDA graph.
+STATEMENT_BY_STATEMENT = {"_disable_options": ["cuda_graph"]}
 
 
 @dataclass
@@ -564,13 +567,15 @@ class Run:
 
     def profile(self, case: Case, profiled: dict, reference_run: Callable) -> None:
         """--profile: where one mdfuser run per s spends its time, per kind
-        of host-IR statement, and the CUDA kernels of torch_no_overlap."""
+        of host-IR statement, and the CUDA kernels of torch_no_overlap.
+        Statements are seen only when they run one by one, so the profiled
+        run does not replay a CUDA graph."""
         for s, (block, inputs) in profiled.items():
             self.timer.sync()
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", ".*Profiler clears events")
                 with PythonProfiler() as prof:
-                    block.fd.execute(inputs)
+                    block.fd.execute(inputs, **STATEMENT_BY_STATEMENT)
                     self.timer.sync()
             if self.rank == 0:
                 print_statements(f"{case.block} {case.mode} mdfuser s={s}", prof.profile)
@@ -594,7 +599,8 @@ class Run:
     def host_overhead(self, case: Case, s: int) -> None:
         """execute()'s host time per host-IR statement on a tiny shape: each
         call runs on an idle GPU, so the host is never held up by a full
-        launch queue; statements counted by PythonProfiler."""
+        launch queue; statements counted by PythonProfiler, run one by one
+        (a replayed CUDA graph has none: graph_host_overhead times it)."""
         name = f"{case.block} {case.mode} host overhead"
         block, error = self.attempt(name, lambda: case.define(self.d, s, self.md_dtype))
         if error:
@@ -603,19 +609,24 @@ class Run:
         full = global_inputs(case, self.device, self.torch_dtype, seed=99)
         inputs = self.shard_inputs(block, full)
 
+        def run():
+            return block.fd.execute(inputs, **STATEMENT_BY_STATEMENT)
+
         def measure():
             for _ in range(5):
-                block.fd.execute(inputs)
+                run()
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", ".*Profiler clears events")
                 with PythonProfiler() as prof:
-                    block.fd.execute(inputs)
+                    run()
             ops = len(statements(prof.profile))
             if self.args.profile and self.rank == 0:
                 print_statements(f"{case.block} {case.mode} host overhead s={s}", prof.profile)
-            return (ops, *self.host_times(lambda: block.fd.execute(inputs)))
+            return (ops, *self.host_times(run))
 
         measured, error = self.attempt(name, measure)
+        if not error and not measured[0]:
+            error = "the profiler saw no host-IR statement"
         if error:
             self.record(case, "host_overhead", s, [], error=error)
             return
