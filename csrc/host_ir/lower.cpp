@@ -82,11 +82,8 @@ class Lowerer {
 
   // ----------------------------------------------------- ring decompositions
 
-  // The CUDA backend moves data only point to point: with it, the pairs a
-  // ring can carry become rings.
   bool ringsWanted() const {
-    return options_.ring_decomposition ||
-           options_.backend == CommunicatorBackend::kCuda;
+    return makesRings(options_);
   }
 
   // The backend of the collectives that stay collectives: NCCL beside the
@@ -581,6 +578,11 @@ class Lowerer {
 };
 
 } // namespace
+
+bool makesRings(const LoweringOptions& options) {
+  return options.ring_decomposition ||
+         options.backend == CommunicatorBackend::kCuda;
+}
 
 std::unique_ptr<HostIrContainer> lowerToHostIr(
     std::unique_ptr<Fusion> fusion, const LoweringOptions& options) {

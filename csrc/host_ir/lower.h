@@ -32,6 +32,11 @@ struct LoweringOptions {
   bool direct_reduce_scatter = true;
 };
 
+// Whether lowering with `options` makes rings of the pairs listed at
+// LoweringOptions::ring_decomposition: asked for, or implied by the CUDA
+// backend, which moves data only point to point.
+bool makesRings(const LoweringOptions& options);
+
 // Lowers a fusion that went through runFusionPasses into the host program
 // of one device:
 //  - consecutive operations whose outputs are split on the same stream axis

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "ir/errors.h"
 #include "ir/ops/tensor_op.h"
+#include "multidevice/communication_type.h"
 #include "multidevice/sharding.h"
 
 namespace mdfuser {
@@ -43,12 +45,91 @@ struct ChunkWork {
   int64_t statements = 0;
 };
 
-// The seconds `model` gives to a GEMM of `flops` over `rows` rows.
-double gemmSeconds(const MachineModel& model, double flops, double rows) {
+// The collective a resharding `op` becomes and the devices of its team;
+// nullopt for one that is no collective on one mesh.
+std::optional<std::pair<CommunicationType, int64_t>> collectiveOf(
+    const TensorOp* op) {
+  const TensorView* out = op->out();
+  const auto* in = op->inputs().empty()
+                       ? nullptr
+                       : dynamic_cast<const TensorView*>(op->inputs().front());
+  if (in == nullptr || !in->hasDeviceMesh() || !out->hasDeviceMesh()) {
+    return std::nullopt;
+  }
+  const Resharding r = chooseResharding(op);
+  if (r.kind != Resharding::Kind::kCollective) {
+    return std::nullopt;
+  }
+  return std::make_pair(r.type, out->deviceMesh()->size(r.parallel_type));
+}
+
+// What one device moves in a collective, as a share of the larger side of
+// `op`, and the steps it takes, each a move that waits for the one before
+// it: a ring's, as the CUDA backend runs it and NCCL's ring algorithm
+// does.
+struct CollectiveCost {
+  double share = 1;
+  int64_t steps = 1;
+};
+
+CollectiveCost collectiveCost(const TensorOp* op) {
+  const auto collective = collectiveOf(op);
+  if (!collective.has_value()) {
+    return {};
+  }
+  const auto [type, d] = *collective;
+  const double others = static_cast<double>(d - 1) / static_cast<double>(d);
+  switch (type) {
+    case CommunicationType::Allreduce:
+      return {2 * others, 2 * (d - 1)};
+    case CommunicationType::Allgather:
+    case CommunicationType::ReduceScatter:
+    case CommunicationType::AllToAll:
+      return {others, d - 1};
+    default:
+      return {};
+  }
+}
+
+// The parts a GEMM `op` runs in when the lowering makes rings of the
+// collectives beside GEMMs: one per device of the ring, for a GEMM whose
+// input an allgather makes or whose output a reduction collective takes.
+int64_t ringParts(const TensorOp* op) {
+  int64_t parts = 1;
+  for (const Val* in : op->inputs()) {
+    const auto* tv = dynamic_cast<const TensorView*>(in);
+    const auto* producer =
+        tv == nullptr ? nullptr
+                      : dynamic_cast<const TensorOp*>(tv->definition());
+    if (producer != nullptr && isResharding(producer)) {
+      const auto collective = collectiveOf(producer);
+      if (collective.has_value() &&
+          collective->first == CommunicationType::Allgather) {
+        parts = std::max(parts, collective->second);
+      }
+    }
+  }
+  for (const Expr* use : op->out()->uses()) {
+    const auto* consumer = dynamic_cast<const TensorOp*>(use);
+    if (consumer != nullptr && isResharding(consumer)) {
+      const auto collective = collectiveOf(consumer);
+      if (collective.has_value() &&
+          (collective->first == CommunicationType::Allreduce ||
+           collective->first == CommunicationType::ReduceScatter)) {
+        parts = std::max(parts, collective->second);
+      }
+    }
+  }
+  return parts;
+}
+
+// The seconds `model` gives to a GEMM of `flops` computing `outputs`
+// elements.
+double gemmSeconds(const MachineModel& model, double flops, double outputs) {
   if (flops <= 0) {
     return 0;
   }
-  const double efficiency = rows / (rows + model.gemm_half_rows);
+  const double efficiency = outputs / (outputs + model.gemm_half_outputs);
   return flops / (model.gemm_flops * std::max(efficiency, 1e-6));
 }
 
@@ -57,6 +138,7 @@ void addOperation(
     const ScalarEvaluator& ev,
     const MachineModel& model,
     double share,
+    bool rings,
     ChunkWork& work) {
   const TensorView* out = op->out();
   const std::vector<Scalar*> out_extents = localExtents(out);
@@ -75,7 +157,10 @@ void addOperation(
                 static_cast<double>(sizeInBytes(tv->dtype())));
       }
     }
-    work.communication += model.statement_seconds + moved / model.link_bytes;
+    const CollectiveCost cost = collectiveCost(op);
+    work.communication += model.statement_seconds +
+                          static_cast<double>(cost.steps) * model.move_seconds +
+                          cost.share * moved / model.link_bytes;
     return;
   }
   const auto* first =
@@ -86,11 +171,12 @@ void addOperation(
     case OpType::Linear:
     case OpType::Matmul: {
       MDF_CHECK(first != nullptr);
-      // The first operand's rows (its leading axes) times k.
+      // Each output element sums k products of the first operand's last
+      // axis.
       const std::vector<Scalar*> in_extents = localExtents(first);
       const double k = static_cast<double>(ev.evaluate(in_extents.back()));
-      const double rows = k == 0 ? 0 : product(in_extents, ev) * share / k;
-      work.compute += gemmSeconds(model, 2.0 * elements * k, rows);
+      const double parts = rings ? static_cast<double>(ringParts(op)) : 1.0;
+      work.compute += gemmSeconds(model, 2.0 * elements * k, elements / parts);
       return;
     }
     case OpType::SdpaFwd:
@@ -104,11 +190,8 @@ void addOperation(
       const double keys =
           static_cast<double>(ev.evaluate(key_extents[key_extents.size() - 2]));
       const double gemms = op->type() == OpType::SdpaFwd ? 2.0 : 4.0;
-      const std::vector<Scalar*> query = localExtents(first);
-      const double rows =
-          product(query, ev) * share /
-          std::max(1.0, static_cast<double>(ev.evaluate(query.back())));
-      work.compute += gemmSeconds(model, 2.0 * gemms * elements * keys, rows);
+      work.compute +=
+          gemmSeconds(model, 2.0 * gemms * elements * keys, elements);
       return;
     }
     default:
@@ -122,9 +205,10 @@ void addOperation(
 
 std::string MachineModel::toString() const {
   std::ostringstream os;
-  os << "gemm " << gemm_flops << " flop/s (half at " << gemm_half_rows
-     << " rows), memory " << memory_bytes << " B/s, link " << link_bytes
-     << " B/s, " << statement_seconds * 1e6 << " us per statement";
+  os << "gemm " << gemm_flops << " flop/s (half at " << gemm_half_outputs
+     << " outputs), memory " << memory_bytes << " B/s, link " << link_bytes
+     << " B/s, " << statement_seconds * 1e6 << " us per statement, "
+     << move_seconds * 1e6 << " us per collective step";
   return os.str();
 }
 
@@ -237,7 +321,8 @@ StreamWork estimateStreamWork(
     const Fusion& compiled,
     const ScalarEvaluator& extents,
     const MachineModel& model,
-    int64_t count) {
+    int64_t count,
+    bool rings) {
   MDF_CHECK(count > 0);
   ChunkWork chunk;
   const double share = 1.0 / static_cast<double>(count);
@@ -248,7 +333,7 @@ StreamWork estimateStreamWork(
       in_loop = in_loop || (tv != nullptr && isStreamParallel(tv));
     }
     if (in_loop) {
-      addOperation(op, extents, model, share, chunk);
+      addOperation(op, extents, model, share, rings, chunk);
     }
   }
   return StreamWork{
@@ -261,8 +346,10 @@ double estimateStreamSeconds(
     const Fusion& compiled,
     const ScalarEvaluator& extents,
     const MachineModel& model,
-    int64_t count) {
-  const StreamWork chunk = estimateStreamWork(compiled, extents, model, count);
+    int64_t count,
+    bool rings) {
+  const StreamWork chunk =
+      estimateStreamWork(compiled, extents, model, count, rings);
   const double slowest =
       std::max({chunk.compute, chunk.communication, chunk.host});
   return chunk.compute + chunk.communication + chunk.host +

@@ -17,15 +17,23 @@ namespace mdfuser {
 struct MachineModel {
   // A large GEMM's throughput, in floating-point operations.
   double gemm_flops = 0;
-  // The rows at which a GEMM reaches half that throughput: a GEMM of r
-  // rows runs at gemm_flops * r / (r + gemm_half_rows).
-  double gemm_half_rows = 0;
+  // The output elements at which a GEMM reaches half that throughput: a
+  // GEMM computing o elements (rows times columns) runs at
+  // gemm_flops * o / (o + gemm_half_outputs). Its output tiles are what
+  // fill the device's cores, so a GEMM of many columns runs near its full
+  // rate on fewer rows.
+  double gemm_half_outputs = 0;
   // Bytes a copy moves within the device (pointwise and layout operations).
   double memory_bytes = 0;
   // Bytes a copy moves to a peer (communication).
   double link_bytes = 0;
   // Host time of one statement: a kernel launch, a collective's issue.
   double statement_seconds = 0;
+  // Device time of one step of a collective apart from the bytes it moves:
+  // a move to a peer that waits for the step before it (a copy issued
+  // after another stream's signal). A ring allreduce over d devices takes
+  // 2 (d - 1) steps, an allgather or reduce-scatter d - 1.
+  double move_seconds = 0;
 
   // "gemm 1.2e+14 flop/s (half at 512 rows), memory ... ".
   std::string toString() const;
@@ -65,7 +73,10 @@ std::vector<int64_t> candidateChunkCounts(
 // One stream chunk's work in the stream loops of `compiled` (a fusion whose
 // chosen counts are `count` and whose fusion passes ran; `extents`
 // evaluates its extents), in seconds by `model`: its computation, its
-// communication and the host's issue of its statements.
+// communication and the host's issue of its statements. With `rings` (the
+// CUDA backend, or the ring_decomposition option), a GEMM beside an
+// allgather, allreduce or reduce-scatter runs in one part per device of
+// its ring, each part a GEMM of fewer outputs.
 struct StreamWork {
   double compute = 0;
   double communication = 0;
@@ -75,7 +86,8 @@ StreamWork estimateStreamWork(
     const Fusion& compiled,
     const ScalarEvaluator& extents,
     const MachineModel& model,
-    int64_t count);
+    int64_t count,
+    bool rings);
 
 // The time `model` gives to the stream-parallel work of `compiled` (a fusion
 // whose chosen counts are `count` and whose fusion passes ran; `extents`
@@ -88,7 +100,8 @@ double estimateStreamSeconds(
     const Fusion& compiled,
     const ScalarEvaluator& extents,
     const MachineModel& model,
-    int64_t count);
+    int64_t count,
+    bool rings);
 
 // The count of least estimated time (the smaller on a tie).
 ChunkChoice fastestChunkCount(

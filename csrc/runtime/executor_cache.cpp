@@ -207,21 +207,6 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
 
   const c10::Device device = programDevice(definition_, inputs);
   checkDeviceSupport(definition_, device);
-  std::unique_ptr<Fusion> fusion = definition_.clone();
-  if (choosesStreamChunks(definition_)) {
-    const ChunkChoice choice =
-        chooseChunkCount(definition_, inputs, communicator, device);
-    chooseStreamChunks(*fusion, choice.count);
-    if (std::ostream* os = show(dump.host_ir || dump.fusion_ir)) {
-      *os << choice.toString() << "\n";
-    }
-  }
-  runFusionPasses(
-      fusion.get(), {.dump_after_each_pass = show(dump.fusion_ir_passes)});
-  if (std::ostream* os = show(dump.fusion_ir)) {
-    *os << fusion->toString() << std::flush;
-  }
-
   hir::LoweringOptions lowering;
   lowering.backend =
       options.backend.value_or(defaultBackend(communicator, device));
@@ -240,6 +225,24 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
           cudaBackendAvailable(),
       "this build of mdfuser has no CUDA communication backend (PyTorch "
       "without CUDA); use CommunicatorBackend.nccl");
+  lowering.ring_decomposition = options.ring_decomposition;
+  lowering.direct_reduce_scatter = options.direct_reduce_scatter;
+
+  std::unique_ptr<Fusion> fusion = definition_.clone();
+  if (choosesStreamChunks(definition_)) {
+    const ChunkChoice choice = chooseChunkCount(
+        definition_, inputs, communicator, device, hir::makesRings(lowering));
+    chooseStreamChunks(*fusion, choice.count);
+    if (std::ostream* os = show(dump.host_ir || dump.fusion_ir)) {
+      *os << choice.toString() << "\n";
+    }
+  }
+  runFusionPasses(
+      fusion.get(), {.dump_after_each_pass = show(dump.fusion_ir_passes)});
+  if (std::ostream* os = show(dump.fusion_ir)) {
+    *os << fusion->toString() << std::flush;
+  }
+
   lowering.device = communicator.rank();
   // The rings' first GEMMs first: asked for, or where the model says the
   // stream loops wait for the link.
@@ -250,8 +253,6 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     prologues_first =
         streamLoopsWaitForTheLink(*fusion, inputs, communicator, device);
   }
-  lowering.ring_decomposition = options.ring_decomposition;
-  lowering.direct_reduce_scatter = options.direct_reduce_scatter;
   auto program = std::make_unique<Program>();
   program->hic = hir::lowerToHostIr(std::move(fusion), lowering);
   hir::runHostPasses(

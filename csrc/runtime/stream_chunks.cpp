@@ -27,11 +27,11 @@ Models& models() {
 void setMachineModel(
     const std::string& device_type, const MachineModel& model) {
   MDF_USER_CHECK(
-      model.gemm_flops > 0 && model.gemm_half_rows >= 0 &&
+      model.gemm_flops > 0 && model.gemm_half_outputs >= 0 &&
           model.memory_bytes > 0 && model.link_bytes > 0 &&
-          model.statement_seconds >= 0,
-      "a machine model needs positive rates and non-negative rows and "
-      "statement time; got ",
+          model.statement_seconds >= 0 && model.move_seconds >= 0,
+      "a machine model needs positive rates and non-negative rows, "
+      "statement and step times; got ",
       model.toString());
   std::lock_guard<std::mutex> lock(models().mutex);
   models().by_device_type[device_type] = model;
@@ -50,7 +50,8 @@ ChunkChoice chooseChunkCount(
     const Fusion& definition,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
-    c10::Device device) {
+    c10::Device device,
+    bool rings) {
   const std::string device_type = device.is_cuda() ? "cuda" : "cpu";
   const std::optional<MachineModel> model = machineModel(device_type);
   MDF_USER_CHECK(
@@ -68,7 +69,7 @@ ChunkChoice chooseChunkCount(
   runFusionPasses(one.get());
   const ScalarEvaluator one_extents = bindInputs(*one, inputs, communicator);
   std::vector<std::pair<int64_t, double>> seconds = {
-      {1, estimateStreamSeconds(*one, one_extents, *model, 1)}};
+      {1, estimateStreamSeconds(*one, one_extents, *model, 1, rings)}};
   for (int64_t count : candidateChunkCounts(splits, one_extents)) {
     if (count == 1) {
       continue;
@@ -84,7 +85,7 @@ ChunkChoice chooseChunkCount(
     }
     const ScalarEvaluator extents = bindInputs(*fusion, inputs, communicator);
     seconds.emplace_back(
-        count, estimateStreamSeconds(*fusion, extents, *model, count));
+        count, estimateStreamSeconds(*fusion, extents, *model, count, rings));
   }
   return fastestChunkCount(seconds);
 }
@@ -100,8 +101,10 @@ bool streamLoopsWaitForTheLink(
     return false;
   }
   const ScalarEvaluator extents = bindInputs(compiled, inputs, communicator);
-  // The share of one chunk in each, the same for both: a count of 1.
-  const StreamWork work = estimateStreamWork(compiled, extents, *model, 1);
+  // The share of one chunk in each, the same for both: a count of 1. The
+  // rings' prologues exist only where the lowering makes rings.
+  const StreamWork work =
+      estimateStreamWork(compiled, extents, *model, 1, /*rings=*/true);
   return work.compute > 0 &&
          work.communication >= kLinkBoundShare * work.compute;
 }

@@ -23,14 +23,16 @@ std::optional<MachineModel> machineModel(const std::string& device_type);
 
 // The stream chunk count for `definition`'s chosen splits on `inputs`: each
 // count worth trying is compiled through the fusion passes and its stream
-// loops estimated with the machine model of `device`; the fastest wins. No
-// timing at run time, no communication. User error when the definition
+// loops estimated with the machine model of `device` (with `rings`, as the
+// lowering makes rings of the collectives beside GEMMs); the fastest wins.
+// No timing at run time, no communication. User error when the definition
 // asks for a count and no machine model is set for the device.
 ChunkChoice chooseChunkCount(
     const Fusion& definition,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
-    c10::Device device);
+    c10::Device device,
+    bool rings);
 
 // Whether `compiled` (a fusion whose fusion passes ran) is one whose rings'
 // stream chunks should issue their first GEMMs before the rings (the

@@ -112,24 +112,27 @@ void bindRuntime(py::module_& m) {
       "_set_machine_model",
       [](const std::string& device_type,
          double gemm_flops,
-         double gemm_half_rows,
+         double gemm_half_outputs,
          double memory_bytes,
          double link_bytes,
-         double statement_seconds) {
+         double statement_seconds,
+         double move_seconds) {
         setMachineModel(
             device_type,
             {gemm_flops,
-             gemm_half_rows,
+             gemm_half_outputs,
              memory_bytes,
              link_bytes,
-             statement_seconds});
+             statement_seconds,
+             move_seconds});
       },
       py::arg("device_type"),
       py::arg("gemm_flops"),
-      py::arg("gemm_half_rows"),
+      py::arg("gemm_half_outputs"),
       py::arg("memory_bytes"),
       py::arg("link_bytes"),
       py::arg("statement_seconds"),
+      py::arg("move_seconds"),
       "The machine model the stream chunk count is chosen with on "
       "`device_type` ('cpu' or 'cuda'); see mdfuser.calibration.");
   m.def(
@@ -141,10 +144,11 @@ void bindRuntime(py::module_& m) {
         }
         py::dict d;
         d["gemm_flops"] = model->gemm_flops;
-        d["gemm_half_rows"] = model->gemm_half_rows;
+        d["gemm_half_outputs"] = model->gemm_half_outputs;
         d["memory_bytes"] = model->memory_bytes;
         d["link_bytes"] = model->link_bytes;
         d["statement_seconds"] = model->statement_seconds;
+        d["move_seconds"] = model->move_seconds;
         return d;
       },
       py::arg("device_type"));

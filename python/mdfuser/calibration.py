@@ -4,12 +4,14 @@
 A fusion whose ``outer_split`` has no factor leaves its number of stream
 chunks to mdfuser. When it compiles such a fusion, mdfuser estimates each
 count worth trying with a model of the machine (doc/options.md, "Stream
-chunks"): a GEMM's throughput and how it falls for GEMMs of few rows, the
-bandwidth of a copy within the device and to a peer, and the host's cost of
-issuing one statement. The model is measured once per machine and device
-type, in about a second, and cached in ``$MDFUSER_CACHE_DIR`` (default
-``~/.cache/mdfuser``); within a job one rank measures or loads it and every
-other rank reads it from the job's store, so that all choose the same count.
+chunks"): a GEMM's throughput and how it falls for GEMMs of few outputs, the
+bandwidth of a copy within the device and to a peer, the host's cost of
+issuing one statement, and the device's cost of one step of a collective
+(a move that waits for the one before it). The model is measured once per
+machine and device type, in about a second, and cached in
+``$MDFUSER_CACHE_DIR`` (default ``~/.cache/mdfuser``); within a job one rank
+measures or loads it and every other rank reads it from the job's store, so
+that all choose the same count.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ import torch
 
 from mdfuser import _C
 
-FIELDS = ("gemm_flops", "gemm_half_rows", "memory_bytes", "link_bytes", "statement_seconds")
+FIELDS = (
+    "gemm_flops",
+    "gemm_half_outputs",
+    "memory_bytes",
+    "link_bytes",
+    "statement_seconds",
+    "move_seconds",
+)
 
 
 def cache_dir() -> Path:
@@ -42,7 +51,7 @@ def _machine_name(device: torch.device) -> str:
 
 
 # The cache file's version: a model measured another way is measured again.
-VERSION = 2
+VERSION = 3
 
 
 def cache_path(device: torch.device) -> Path:
@@ -80,8 +89,8 @@ def measure(device: torch.device) -> dict[str, float]:
     cuda = device.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     # GEMMs of few rows, and of more: the fastest gives the throughput, and
-    # the one of fewest rows how it falls for short GEMMs (the model's
-    # rate(r) = peak * r / (r + half)).
+    # the one of fewest rows how it falls for GEMMs of few output elements
+    # (the model's rate(o) = peak * o / (o + half), o = rows * columns).
     nk = 4096 if cuda else 256
     row_counts = (128, 1024, 8192) if cuda else (16, 128, 1024)
     b = torch.randn(nk, nk, device=device, dtype=dtype)
@@ -91,16 +100,18 @@ def measure(device: torch.device) -> dict[str, float]:
         seconds = _seconds(device, lambda a=a: torch.mm(a, b))
         rates.append(2.0 * rows * nk * nk / seconds)
     gemm_flops = max(rates)
-    gemm_half_rows = row_counts[0] * (gemm_flops / rates[0] - 1.0)
+    gemm_half_outputs = row_counts[0] * nk * (gemm_flops / rates[0] - 1.0)
 
     size = (256 if cuda else 16) * 2**20
     src = torch.empty(size, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     memory_bytes = 2.0 * size / _seconds(device, lambda: dst.copy_(src))
     link_bytes = memory_bytes / 2.0
+    peer = None
     if cuda and torch.cuda.device_count() > 1:
-        peer = torch.device("cuda", ((device.index or 0) + 1) % torch.cuda.device_count())
-        if peer != device and torch.cuda.can_device_access_peer(device, peer):
+        other = torch.device("cuda", ((device.index or 0) + 1) % torch.cuda.device_count())
+        if other != device and torch.cuda.can_device_access_peer(device, other):
+            peer = other
             remote = torch.empty(size, dtype=torch.uint8, device=peer)
             link_bytes = size / _seconds(device, lambda: remote.copy_(src))
 
@@ -115,11 +126,50 @@ def measure(device: torch.device) -> dict[str, float]:
     statement_seconds = _seconds(device, issue) / issues
     return {
         "gemm_flops": gemm_flops,
-        "gemm_half_rows": gemm_half_rows,
+        "gemm_half_outputs": gemm_half_outputs,
         "memory_bytes": memory_bytes,
         "link_bytes": link_bytes,
         "statement_seconds": statement_seconds,
+        "move_seconds": _move_seconds(device, peer),
     }
+
+
+def _move_seconds(device: torch.device, peer: torch.device | None) -> float:
+    """The device time of one step of a collective apart from its bytes: a
+    chain of small copies (to `peer` where it is given), each issued on the
+    other of two streams after the copy before it, as a ring's step waits
+    for the step before. On GPUs the chain is queued behind a sleeping
+    kernel, so that it is timed on the device and not as the host's issue;
+    on the CPU each step is a small copy."""
+    steps = 64
+    src = torch.zeros(1024, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src, device=peer or device)
+    if device.type != "cuda":
+        return _seconds(device, lambda: [dst.copy_(src) for _ in range(steps)]) / steps
+    streams = [torch.cuda.Stream(device), torch.cuda.Stream(device)]
+    main = torch.cuda.current_stream(device)
+
+    def chain() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # A few milliseconds of sleep: the chain is queued before it runs.
+        torch.cuda._sleep(5_000_000)
+        start.record(main)
+        before = start
+        for i in range(steps):
+            stream = streams[i % 2]
+            stream.wait_event(before)
+            with torch.cuda.stream(stream):
+                dst.copy_(src, non_blocking=True)
+            before = torch.cuda.Event()
+            before.record(stream)
+        main.wait_event(before)
+        end.record(main)
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / steps
+
+    with torch.cuda.device(device):
+        chain()  # warm-up
+        return statistics.median(chain() for _ in range(5))
 
 
 def load_or_measure(device: torch.device) -> dict[str, float]:

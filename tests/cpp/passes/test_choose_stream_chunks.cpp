@@ -32,7 +32,7 @@ std::unique_ptr<Fusion> compiled(
 }
 
 std::vector<std::pair<int64_t, double>> estimates(
-    const MachineModel& model, int64_t t, int64_t h = kH) {
+    const MachineModel& model, int64_t t, int64_t h = kH, bool rings = false) {
   auto probe = test::makeRowParallelLinear(h, kD, test::kChosenChunks);
   const std::vector<const Split*> splits = chosenSplits(*probe);
   ScalarEvaluator probe_extents;
@@ -42,7 +42,7 @@ std::vector<std::pair<int64_t, double>> estimates(
     ScalarEvaluator extents;
     auto fusion = compiled(count, t, h, extents);
     result.emplace_back(
-        count, estimateStreamSeconds(*fusion, extents, model, count));
+        count, estimateStreamSeconds(*fusion, extents, model, count, rings));
   }
   return result;
 }
@@ -51,10 +51,11 @@ std::vector<std::pair<int64_t, double>> estimates(
 MachineModel hopper() {
   MachineModel model;
   model.gemm_flops = 600e12;
-  model.gemm_half_rows = 256;
+  model.gemm_half_outputs = 256.0 * 4096;
   model.memory_bytes = 2.5e12;
   model.link_bytes = 150e9;
   model.statement_seconds = 8e-6;
+  model.move_seconds = 5e-6;
   return model;
 }
 
@@ -126,21 +127,67 @@ TEST(ChooseStreamChunks, CandidatesDivideTheSplitExtent) {
 TEST(ChooseStreamChunks, OneChunkCostsItsThreeStages) {
   // One chunk of t = 1024 rows: a [1024, 4h / d] x [4h / d, h] GEMM, then
   // the allreduce of the [1024, h] partial sums (bf16), and the host's issue
-  // of its two operations; no overlap.
+  // of its two operations; no overlap. The allreduce's ring over d devices
+  // takes 2 (d - 1) steps.
   const MachineModel model = hopper();
   const int64_t t = 1024;
   ScalarEvaluator extents;
   auto fusion = compiled(1, t, kH, extents);
   const double k = 4.0 * kH / kD;
+  const double outputs = 1.0 * t * kH;
   const double gemm =
-      2.0 * t * kH * k / (model.gemm_flops * (t / (t + model.gemm_half_rows)));
-  const double allreduce =
-      model.statement_seconds + 1.0 * t * kH * 2 / model.link_bytes;
+      2.0 * t * kH * k /
+      (model.gemm_flops * (outputs / (outputs + model.gemm_half_outputs)));
+  const double allreduce = model.statement_seconds +
+                           2.0 * (kD - 1) * model.move_seconds +
+                           1.0 * t * kH * 2 / model.link_bytes;
   const double expected = gemm + allreduce + 2 * model.statement_seconds;
   EXPECT_NEAR(
-      estimateStreamSeconds(*fusion, extents, model, 1),
+      estimateStreamSeconds(*fusion, extents, model, 1, /*rings=*/false),
       expected,
       1e-3 * expected);
+}
+
+TEST(ChooseStreamChunks, RingsComputeTheGemmInOnePartPerDevice) {
+  // Rings (the CUDA backend) compute the row-parallel GEMM in d parts, each
+  // of t / d rows: the GEMM of one chunk costs what d GEMMs of fewer
+  // outputs do; the allreduce is the same.
+  const MachineModel model = hopper();
+  const int64_t t = 1024;
+  ScalarEvaluator extents;
+  auto fusion = compiled(1, t, kH, extents);
+  const StreamWork whole =
+      estimateStreamWork(*fusion, extents, model, 1, /*rings=*/false);
+  const StreamWork parts =
+      estimateStreamWork(*fusion, extents, model, 1, /*rings=*/true);
+  const double flops = 2.0 * t * kH * (4.0 * kH / kD);
+  const double outputs = 1.0 * t * kH / kD;
+  EXPECT_NEAR(
+      parts.compute,
+      flops /
+          (model.gemm_flops * (outputs / (outputs + model.gemm_half_outputs))),
+      1e-3 * parts.compute);
+  EXPECT_GT(parts.compute, whole.compute);
+  EXPECT_DOUBLE_EQ(parts.communication, whole.communication);
+  // Smaller parts make more chunks cost more: rings never choose more.
+  EXPECT_LE(
+      fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/true)).count,
+      fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/false)).count);
+}
+
+TEST(ChooseStreamChunks, SlowCollectiveStepsGiveFewerChunks) {
+  // The balanced shape (the GEMM and the allreduce about as long): free
+  // steps make the most chunks fastest, each step of 40 us fewer.
+  MachineModel model = hopper();
+  model.statement_seconds = 0;
+  model.move_seconds = 0;
+  const int64_t free_steps =
+      fastestChunkCount(estimates(model, 65536, 1024)).count;
+  model.move_seconds = 40e-6;
+  const ChunkChoice slow = fastestChunkCount(estimates(model, 65536, 1024));
+  EXPECT_EQ(free_steps, 16);
+  EXPECT_LT(slow.count, free_steps) << slow.toString();
+  EXPECT_GT(slow.count, 1) << slow.toString();
 }
 
 TEST(ChooseStreamChunks, ExpensiveStatementsGiveOneChunk) {
@@ -152,7 +199,8 @@ TEST(ChooseStreamChunks, ExpensiveStatementsGiveOneChunk) {
 TEST(ChooseStreamChunks, FreeChunksGiveTheMostChunks) {
   MachineModel model = hopper();
   model.statement_seconds = 0;
-  model.gemm_half_rows = 0;
+  model.move_seconds = 0;
+  model.gemm_half_outputs = 0;
   EXPECT_EQ(fastestChunkCount(estimates(model, 8192)).count, 16);
 }
 

@@ -20,7 +20,7 @@ namespace {
 MachineModel modelWithLink(double link) {
   MachineModel model;
   model.gemm_flops = 1e6;
-  model.gemm_half_rows = 0;
+  model.gemm_half_outputs = 0;
   model.memory_bytes = 1e9;
   model.link_bytes = link;
   model.statement_seconds = 1e-6;

@@ -37,10 +37,11 @@ def machine_model(multidevice_test):
 
 MODEL = {
     "gemm_flops": 1e11,
-    "gemm_half_rows": 0.0,
+    "gemm_half_outputs": 0.0,
     "memory_bytes": 1e10,
     "link_bytes": 1e9,
     "statement_seconds": 0.0,
+    "move_seconds": 0.0,
 }
 
 
@@ -76,16 +77,33 @@ def test_the_measured_model_chooses_a_count_that_divides_the_rows(
 
 
 def test_free_chunks_give_the_most_chunks(multidevice_test, machine_model):
+    """With free statements and steps, more chunks hide more of the
+    allreduce: 12 is the largest divisor of 24 up to 16. On one device the
+    allreduce moves nothing, so there is nothing to hide and one chunk
+    (the smaller count of a tie) wins."""
     machine_model(statement_seconds=0.0)
-    fd = row_parallel_linear(multidevice_test.size, None, H)
+    d = multidevice_test.size
+    fd = row_parallel_linear(d, None, H)
     run(multidevice_test, fd)
-    # 12 is the largest divisor of 24 up to 16.
-    assert chunks_in(fd.last_host_ir()) == {12}
+    assert chunks_in(fd.last_host_ir()) == ({12} if d > 1 else {1})
 
 
 def test_costly_statements_give_one_chunk(multidevice_test, machine_model):
     machine_model(statement_seconds=1.0)
     fd = row_parallel_linear(multidevice_test.size, None, H)
+    run(multidevice_test, fd)
+    assert chunks_in(fd.last_host_ir()) == {1}
+
+
+def test_costly_collective_steps_give_one_chunk(multidevice_test, machine_model):
+    """Each chunk's allreduce takes 2 (d - 1) steps that wait for each
+    other: steps of a second make one chunk fastest, where free ones give
+    12 (above)."""
+    d = multidevice_test.size
+    if d == 1:
+        pytest.skip("on one device the allreduce takes no step")
+    machine_model(move_seconds=1.0)
+    fd = row_parallel_linear(d, None, H)
     run(multidevice_test, fd)
     assert chunks_in(fd.last_host_ir()) == {1}
 
