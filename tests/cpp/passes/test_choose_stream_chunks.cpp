@@ -148,6 +148,27 @@ TEST(ChooseStreamChunks, OneChunkCostsItsThreeStages) {
       1e-3 * expected);
 }
 
+TEST(ChooseStreamChunks, AnAllreduceOverDDevicesTakesItsRingsSteps) {
+  // Each device moves 2 (d - 1) / d of the [t, h] partial sums in 2 (d - 1)
+  // steps, besides the statement that issues the allreduce.
+  const MachineModel model = hopper();
+  const int64_t t = 1024;
+  for (int64_t d : {2, 4, 8}) {
+    auto fusion = test::makeRowParallelLinear(kH, d, 1);
+    runFusionPasses(fusion.get());
+    ScalarEvaluator extents;
+    extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
+    const StreamWork work =
+        estimateStreamWork(*fusion, extents, model, 1, /*rings=*/false);
+    const double steps = 2.0 * (d - 1);
+    const double moved = steps / d * t * kH * 2;
+    const double expected = model.statement_seconds +
+                            steps * model.move_seconds +
+                            moved / model.link_bytes;
+    EXPECT_NEAR(work.communication, expected, 1e-6 * expected) << "d = " << d;
+  }
+}
+
 TEST(ChooseStreamChunks, RingsComputeTheGemmInOnePartPerDevice) {
   // Rings (the CUDA backend) compute the row-parallel GEMM in d parts, each
   // of t / d rows: the GEMM of one chunk costs what d GEMMs of fewer
