@@ -217,9 +217,7 @@ def ensure_machine_model(device: torch.device) -> dict[str, float]:
     model = machine_model(device.type)
     if model is not None:
         return model
-    from mdfuser.multidevice import Communicator
-
-    comm = Communicator.instance()
+    comm = _C.Communicator.instance()
     key = f"machine_model/{device.type}"
     if comm.size() == 1 or comm._claim_once(key):
         model = load_or_measure(device)

@@ -12,6 +12,7 @@ import torch
 
 from mdfuser import _C
 from mdfuser._C import CommunicatorBackend
+from mdfuser.sharding import Sharding
 
 
 def _is_number(value: Any) -> bool:
@@ -123,8 +124,6 @@ class FusionExecutorCache:
     def get_output_shardings(self) -> list:
         """Per output of the most recently run program, its mesh and
         sharded axis (FusionDefinition.get_output_shardings)."""
-        from mdfuser.multidevice import Sharding
-
         return [Sharding(tv) for tv in self.output_tensors()]
 
     def output_tensors(self) -> list:
