@@ -36,6 +36,18 @@ execute_process(
   ERROR_QUIET)
 
 if(MDFUSER_TORCH_HAS_CUDA)
+  # torch's CMake config enables the CUDA language: nvcc's host compiler must
+  # be the C++ compiler of the rest of mdfuser (nvcc otherwise takes the
+  # first g++ on the PATH, whose libstdc++ headers may not match the
+  # libstdc++ the process loads; code mixing the two crashes in iostreams).
+  # The CUDAHOSTCXX environment variable, which CMake's detection of nvcc
+  # prefers, is overridden too; CMake also links what nvcc's host compiler
+  # links (its libstdc++ among them) into every target with CUDA objects.
+  if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER)
+    set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}" CACHE FILEPATH
+      "nvcc's host compiler: the C++ compiler of the rest of mdfuser")
+  endif()
+  set(ENV{CUDAHOSTCXX} "${CMAKE_CUDA_HOST_COMPILER}")
   # torch's CMake config asks for the architecture list itself; Hopper by
   # default, overridable from the environment.
   if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})

@@ -39,6 +39,11 @@ fi
 # 2. Python packages (pip leaves satisfied requirements alone).
 log "checking Python packages for $PYTHON"
 "$PYTHON" -m pip install -q --disable-pip-version-check -r "$ROOT/requirements-dev.txt"
+# CUTLASS's headers for the fused matmul kernels, where torch has CUDA (the
+# package's Python dependencies are not needed: only its headers are used).
+if "$PYTHON" -c "import sys, torch; sys.exit(torch.version.cuda is None)"; then
+  "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -r "$ROOT/requirements-gpu.txt"
+fi
 
 # 3. The build: compiler stages, runtime, Python module and C++ tests.
 mkdir -p "$BUILD_DIR"

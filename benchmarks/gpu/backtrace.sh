@@ -16,9 +16,10 @@ export PYTHONPATH=$ROOT/python:$ROOT/tests/python${PYTHONPATH:+:$PYTHONPATH}
 PYTHON=$(command -v python3)
 # The image points CXX at /opt/gcc's g++, whose libstdc++ headers do not
 # match the system libstdc++ that Python and torch load: code it compiles
-# crashes in iostreams. Build with the system compiler.
+# crashes in iostreams. Build with the system compiler, and make it nvcc's
+# host compiler too (the image sets CUDAHOSTCXX to /opt/gcc's).
 if [ -x /usr/bin/g++ ]; then
-  export CXX=/usr/bin/g++
+  export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 fi
 rm -rf "$ROOT/build-gpu"
 cmake -S "$ROOT" -B "$ROOT/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -24,6 +24,14 @@
 
 namespace mdfuser {
 
+int64_t CudaBackend::rank() const {
+  return communicator_.rank();
+}
+
+std::chrono::milliseconds CudaBackend::timeout() const {
+  return communicator_.options().timeout;
+}
+
 #ifdef MDFUSER_HAS_CUDA
 
 namespace {
@@ -117,10 +125,12 @@ void copyToPeer(
 
 } // namespace
 
-// The flags of one team: for each kind (ready, done), channel and member
-// that raises it, one uint32 on every member.
+// The flags of one team: for each kind, channel and member that raises it,
+// one uint32 on every member. A permute's: ready, done; a fused
+// allgather's: the place of the raiser's rows is free, they arrived.
 struct CudaBackend::Team {
-  enum Kind { kReady = 0, kDone = 1 };
+  enum Kind { kReady = 0, kDone = 1, kRowsFree = 2, kRowsArrived = 3 };
+  static constexpr int64_t kKinds = 4;
 
   std::vector<int64_t> members;
   int64_t me = 0;
@@ -242,7 +252,7 @@ CudaBackend::Team& CudaBackend::team(const std::vector<int64_t>& members) {
   t->flags = buffers_.get(
       "flags" + hir::teamString(members),
       members,
-      {2 * kChannels * t->size()},
+      {Team::kKinds * kChannels * t->size()},
       at::kInt,
       /*zeroed=*/true);
   for (int64_t peer = 0; peer < t->size(); ++peer) {
@@ -390,6 +400,110 @@ PendingCollective CudaBackend::permute(
   return pending;
 }
 
+CudaBackend::RowPushes CudaBackend::pushRows(
+    const std::vector<int64_t>& members,
+    const at::Tensor& in,
+    const at::Tensor& place,
+    int64_t channel,
+    cudaStream_t stream,
+    std::shared_ptr<const std::string> what,
+    uint64_t run) {
+  MDF_CHECK(
+      channel >= 0 && channel < kChannels,
+      *what,
+      " uses channel ",
+      channel,
+      "; the CUDA backend serves channels 0 to ",
+      kChannels - 1);
+  MDF_CHECK(
+      in.sizes() == place.sizes() && in.dtype() == place.dtype(),
+      *what,
+      " pushes rows of sizes ",
+      in.sizes(),
+      " into a place of sizes ",
+      place.sizes());
+  Team& t = team(members);
+  const bool captured = isCapturing(stream);
+  Event started = captured ? nullptr : t.events.record(stream);
+  for (int64_t shift = 1; shift < t.size(); ++shift) {
+    const int64_t next = (t.me + shift) % t.size();
+    const int64_t previous = (t.me + t.size() - shift) % t.size();
+    // This member's place for the previous one's rows is free (the caller
+    // ordered this after the kernel that read them); wait until the next
+    // one's place for ours is.
+    raiseWaitAndClear(
+        stream,
+        t.slot(previous, Team::kRowsFree, channel, t.me),
+        t.slot(t.me, Team::kRowsFree, channel, next));
+    if (in.numel() > 0) {
+      copyToPeer(in, place, buffers_.peerAddress(place, next), stream);
+    }
+    CUstreamBatchMemOpParams arrived = {};
+    arrived.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    arrived.writeValue.address =
+        t.slot(next, Team::kRowsArrived, channel, t.me);
+    arrived.writeValue.value = 1;
+    check(batchMemOp()(stream, 1, &arrived, 0), "cuStreamBatchMemOp");
+  }
+  RowPushes pushes;
+  pushes.arrived = reinterpret_cast<const uint32_t*>(
+      t.slot(t.me, Team::kRowsArrived, channel, 0));
+  pushes.done = t.events.record(stream);
+  if (captured) {
+    return pushes;
+  }
+  Watchdog::Entry entry;
+  entry.finished = [done = pushes.done] { return eventFinished(done); };
+  entry.describe =
+      [started, what = std::move(what), members, rank = communicator_.rank()] {
+        const bool began = cudaEventQuery(started.get()) == cudaSuccess;
+        (void)cudaGetLastError();
+        return detail::concat(
+            "rank ",
+            rank,
+            " in ",
+            *what,
+            " with team ",
+            hir::teamString(members),
+            " on the CUDA backend: ",
+            began ? "waited for a peer to free its place for this rank's rows"
+                  : "waited for the work before its row pushes");
+      };
+  entry.timeout = communicator_.options().timeout;
+  entry.device = device_.index();
+  for (int64_t m = 0; m < t.size(); ++m) {
+    if (m != t.me) {
+      entry.peers.push_back(members[m]);
+    }
+  }
+  entry.epoch = buffers_.epoch();
+  entry.run = run;
+  entry.release = releaser();
+  Watchdog::instance().watch(std::move(entry));
+  return pushes;
+}
+
+void CudaBackend::clearArrivals(
+    const std::vector<int64_t>& members, int64_t channel, cudaStream_t stream) {
+  Team& t = team(members);
+  std::vector<CUstreamBatchMemOpParams> ops;
+  for (int64_t m = 0; m < t.size(); ++m) {
+    if (m == t.me) {
+      continue;
+    }
+    CUstreamBatchMemOpParams op = {};
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    op.writeValue.address = t.slot(t.me, Team::kRowsArrived, channel, m);
+    op.writeValue.value = 0;
+    ops.push_back(op);
+  }
+  if (!ops.empty()) {
+    check(
+        batchMemOp()(stream, static_cast<unsigned>(ops.size()), ops.data(), 0),
+        "cuStreamBatchMemOp");
+  }
+}
+
 bool cudaBackendAvailable() {
   return true;
 }
@@ -462,6 +576,22 @@ PendingCollective CudaBackend::permute(
     int64_t,
     std::shared_ptr<const std::string>,
     uint64_t) {
+  MDF_UNREACHABLE();
+}
+
+CudaBackend::RowPushes CudaBackend::pushRows(
+    const std::vector<int64_t>&,
+    const at::Tensor&,
+    const at::Tensor&,
+    int64_t,
+    CUstream_st*,
+    std::shared_ptr<const std::string>,
+    uint64_t) {
+  MDF_UNREACHABLE();
+}
+
+void CudaBackend::clearArrivals(
+    const std::vector<int64_t>&, int64_t, CUstream_st*) {
   MDF_UNREACHABLE();
 }
 

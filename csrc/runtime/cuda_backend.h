@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,6 +14,9 @@
 
 #include "runtime/collectives.h"
 #include "runtime/symmetric_memory.h"
+
+struct CUevent_st;
+struct CUstream_st;
 
 namespace mdfuser {
 
@@ -57,6 +61,9 @@ class CudaBackend {
   SymmetricBuffers& buffers() {
     return buffers_;
   }
+  // This process's rank, and how long a wait on a peer may last.
+  int64_t rank() const;
+  std::chrono::milliseconds timeout() const;
 
   // Posts, on the current stream, numbered `channel` on every member, a
   // CollectivePermute over `team`: `in` goes into the symmetric buffer of
@@ -77,6 +84,32 @@ class CudaBackend {
 
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
+
+  // The moves of a fused allgather (runtime/fused_matmul.h), posted on
+  // `stream` over `team` on `channel`: for j = 1 .. d - 1, once the member
+  // j places on has freed the place (its previous kernel read it), `in`
+  // goes into that member's copy of `place` (a view of a symmetric buffer,
+  // this member's rows of the gathered operand) and this member's arrival
+  // flag rises there. Returns this member's arrival flags of `channel`, one
+  // uint32 per member in team order, which the kernel waits on and
+  // clearArrivals clears; and an event after the moves.
+  struct RowPushes {
+    const uint32_t* arrived = nullptr;
+    std::shared_ptr<CUevent_st> done;
+  };
+  RowPushes pushRows(
+      const std::vector<int64_t>& team,
+      const at::Tensor& in,
+      const at::Tensor& place,
+      int64_t channel,
+      CUstream_st* stream,
+      std::shared_ptr<const std::string> what,
+      uint64_t run);
+  // Clears this member's arrival flags of `channel` on `stream`, after the
+  // kernel that waited on them (the next pushRows, ordered after it, tells
+  // the peers that their places are free).
+  void clearArrivals(
+      const std::vector<int64_t>& team, int64_t channel, CUstream_st* stream);
 
   // Lets the moves of this backend's teams run to their end without their
   // peers, when a rank's failure ended their epoch

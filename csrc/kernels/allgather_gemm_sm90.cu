@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: MIT
+//
+// allgather + GEMM in one kernel: CUTLASS's warp-specialized persistent
+// GEMM for sm_90a (TMA loads, wgmma, two consumer warpgroups), whose tile
+// scheduler visits this member's rows first and makes the producer wait,
+// tile by tile, for the rows a tile reads to have arrived from their
+// member. The rows travel by copy engine, pushed by their member into this
+// member's gathered buffer (runtime/fused_matmul.cpp), beside the tiles
+// computed meanwhile.
+#include "kernels/allgather_gemm.h"
+
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cute/tensor.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+namespace mdfuser::kernels {
+namespace {
+
+using cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
+
+// Waits until member `member`'s rows have arrived, at most until
+// `deadline` (globaltimer ns); false, with the status set, if they did not.
+__device__ bool waitForMember(
+    const RowArrivals& arrivals, int32_t member, uint64_t deadline) {
+  const uint32_t* flag = arrivals.arrived + member;
+  while (true) {
+    uint32_t value = 0;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];"
+                 : "=r"(value)
+                 : "l"(flag)
+                 : "memory");
+    if (value != 0) {
+      // The rows were written by a copy engine before the flag; the TMA
+      // loads that read them go through the async proxy.
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      return true;
+    }
+    uint64_t now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now > deadline) {
+      *reinterpret_cast<volatile int32_t*>(arrivals.status) = member + 1;
+      __threadfence_system();
+      return false;
+    }
+    __nanosleep(64);
+  }
+}
+
+// The persistent scheduler of CUTLASS, with the tiles' rows rotated so that
+// the tiles of this member's rows come first, and the producer warpgroup
+// waiting for the rows of each tile it is given.
+class ArrivalTileScheduler : public PersistentTileSchedulerSm90 {
+  using Base = PersistentTileSchedulerSm90;
+  using BaseParams = Base::Params;
+  using BaseArguments = Base::Arguments;
+
+ public:
+  struct Arguments : BaseArguments {
+    RowArrivals arrivals;
+    int32_t tile_rows = 0;
+  };
+  struct Params : BaseParams {
+    RowArrivals arrivals;
+    int32_t tile_rows = 0;
+    // Tiles along M (a whole number of clusters), and how far they are
+    // rotated: the first tile holding a row of this member, rounded down to
+    // a cluster's first.
+    int32_t tiles_m = 0;
+    int32_t rotation = 0;
+  };
+
+  template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
+  static Params to_underlying_arguments(
+      ProblemShapeMNKL problem_shape_mnkl,
+      TileShape tile_shape,
+      ClusterShape cluster_shape,
+      cutlass::KernelHardwareInfo const& hw_info,
+      Arguments const& arguments,
+      void* workspace = nullptr,
+      const uint32_t epilogue_subtile = 1,
+      uint32_t ktile_start_alignment_count = 1u) {
+    Params params;
+    BaseParams& base = params;
+    base = Base::to_underlying_arguments(
+        problem_shape_mnkl,
+        tile_shape,
+        cluster_shape,
+        hw_info,
+        arguments,
+        workspace,
+        epilogue_subtile,
+        ktile_start_alignment_count);
+    params.arrivals = arguments.arrivals;
+    params.tile_rows = arguments.tile_rows;
+    const auto cluster_m = static_cast<int32_t>(cute::size<0>(cluster_shape));
+    params.tiles_m = static_cast<int32_t>(params.problem_tiles_m_) * cluster_m;
+    const auto first_tile = static_cast<int32_t>(
+        arguments.arrivals.rows_per_member * arguments.arrivals.me /
+        arguments.tile_rows);
+    params.rotation = first_tile / cluster_m * cluster_m;
+    return params;
+  }
+
+  CUTLASS_HOST_DEVICE ArrivalTileScheduler() {}
+
+  CUTLASS_DEVICE explicit ArrivalTileScheduler(Params const& params)
+      : Base(params), params_(params) {}
+
+  template <class ClusterShape>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+    return arrived(Base::get_current_work());
+  }
+
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
+    Base::advance_to_next_work();
+    return cute::make_tuple(arrived(Base::get_current_work()), true);
+  }
+
+  template <class Pipeline, class PipelineState>
+  CUTLASS_DEVICE auto fetch_next_work(
+      WorkTileInfo work_tile_info, Pipeline&, PipelineState) {
+    return fetch_next_work(work_tile_info);
+  }
+
+ private:
+  // `tile` with its rows rotated; in the producer warpgroup, once the rows
+  // it reads are here.
+  CUTLASS_DEVICE WorkTileInfo arrived(WorkTileInfo tile) {
+    if (!tile.is_valid()) {
+      return tile;
+    }
+    tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
+    if (cutlass::canonical_warp_group_idx() != 0 || given_up_) {
+      return tile;
+    }
+    const RowArrivals& a = params_.arrivals;
+    const int64_t rows = a.rows_per_member * a.members;
+    const int64_t first_row = int64_t(tile.M_idx) * params_.tile_rows;
+    if (first_row >= rows) {
+      // A cluster's tile past the last row: nothing to read.
+      return tile;
+    }
+    const int64_t last_row = cute::min(first_row + params_.tile_rows, rows) - 1;
+    uint64_t now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    const uint64_t deadline = now + uint64_t(a.timeout_ns);
+    for (int64_t member = first_row / a.rows_per_member;
+         member <= last_row / a.rows_per_member;
+         ++member) {
+      if (member != a.me &&
+          !waitForMember(a, static_cast<int32_t>(member), deadline)) {
+        // Later tiles of this CTA do not wait again: the host reports the
+        // error once the kernel ends.
+        given_up_ = true;
+        break;
+      }
+    }
+    return tile;
+  }
+
+  Params params_;
+  bool given_up_ = false;
+};
+
+// The tag that selects it.
+struct ArrivalScheduler {};
+
+} // namespace
+} // namespace mdfuser::kernels
+
+namespace cutlass::gemm::kernel::detail {
+template <class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<
+    mdfuser::kernels::ArrivalScheduler,
+    arch::Sm90,
+    TileShape,
+    ClusterShape,
+    Stages> {
+  using Scheduler = mdfuser::kernels::ArrivalTileScheduler;
+};
+} // namespace cutlass::gemm::kernel::detail
+
+namespace mdfuser::kernels {
+namespace {
+
+using namespace cute;
+
+// gathered[M, K] (row-major) times weight[N, K] (row-major, so a K-major
+// B), out[M, N] row-major; fp32 accumulation; two consumer warpgroups
+// sharing each tile. Large problems take 128 × 256 tiles in clusters of two
+// along M (which share each B tile by multicast), problems of fewer tiles
+// than SMs 128 × 128 tiles alone, which keep more SMs busy.
+template <class Element, class TileShape, class ClusterShape>
+struct AllgatherGemm {
+  using LayoutA = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::ColumnMajor;
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignment = 16 / sizeof(Element);
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90,
+      cutlass::arch::OpClassTensorOp,
+      TileShape,
+      ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto,
+      float,
+      float,
+      void,
+      LayoutD,
+      kAlignment,
+      Element,
+      LayoutD,
+      kAlignment,
+      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90,
+      cutlass::arch::OpClassTensorOp,
+      Element,
+      LayoutA,
+      kAlignment,
+      Element,
+      LayoutB,
+      kAlignment,
+      float,
+      TileShape,
+      ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      Shape<int, int, int, int>,
+      Mainloop,
+      Epilogue,
+      ArrivalScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static typename Gemm::Arguments arguments(const AllgatherGemmArgs& args) {
+    const int m = static_cast<int>(args.m);
+    const int n = static_cast<int>(args.n);
+    const int k = static_cast<int>(args.k);
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideD = typename Kernel::StrideD;
+    cutlass::KernelHardwareInfo hw_info;
+    hw_info.device_id = args.device;
+    hw_info.sm_count =
+        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+            args.device);
+    typename Gemm::Arguments arguments{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {m, n, k, 1},
+        {static_cast<const Element*>(args.gathered),
+         cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
+         static_cast<const Element*>(args.weight),
+         cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
+        {{1.0f, 0.0f},
+         nullptr,
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1}),
+         static_cast<Element*>(args.out),
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
+        hw_info};
+    // Along N: a CTA's consecutive tiles share rows, and the rows come in
+    // member by member.
+    arguments.scheduler.raster_order =
+        ArrivalTileScheduler::RasterOrderOptions::AlongN;
+    arguments.scheduler.max_swizzle_size = 1;
+    arguments.scheduler.arrivals = args.arrivals;
+    arguments.scheduler.tile_rows = size<0>(TileShape{});
+    return arguments;
+  }
+
+  static size_t workspaceBytes(const AllgatherGemmArgs& args) {
+    return Gemm::get_workspace_size(arguments(args));
+  }
+
+  static cudaError_t run(
+      const AllgatherGemmArgs& args, void* workspace, cudaStream_t stream) {
+    Gemm gemm;
+    const typename Gemm::Arguments a = arguments(args);
+    if (gemm.can_implement(a) != cutlass::Status::kSuccess) {
+      return cudaErrorInvalidValue;
+    }
+    if (gemm.initialize(a, workspace, stream) != cutlass::Status::kSuccess) {
+      return cudaErrorInvalidValue;
+    }
+    if (gemm.run(stream) != cutlass::Status::kSuccess) {
+      const cudaError_t error = cudaGetLastError();
+      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
+    }
+    return cudaSuccess;
+  }
+};
+
+} // namespace
+
+std::string allgatherGemmRefusal(const AllgatherGemmArgs& args) {
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0) {
+    return "the kernel computes no empty product (M, N and K must be > 0)";
+  }
+  if (args.k % 8 != 0 || args.n % 8 != 0) {
+    return "the kernel's TMA loads and stores need K and N to be multiples "
+           "of 8 elements";
+  }
+  if (args.m > INT32_MAX || args.n > INT32_MAX || args.k > INT32_MAX) {
+    return "the kernel indexes extents with 32 bits";
+  }
+  if (args.arrivals.members < 1 || args.arrivals.me < 0 ||
+      args.arrivals.me >= args.arrivals.members ||
+      args.arrivals.rows_per_member * args.arrivals.members != args.m) {
+    return "the rows must divide evenly among the members";
+  }
+  return "";
+}
+
+namespace {
+
+using SmallTiles = Shape<_128, _128, _64>;
+using LargeTiles = Shape<_128, _256, _64>;
+using Alone = Shape<_1, _1, _1>;
+using PairsAlongM = Shape<_2, _1, _1>;
+
+// Whether the problem fills the GPU with 128 × 256 tiles.
+bool largeTiles(const AllgatherGemmArgs& args) {
+  const int sms =
+      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+          args.device);
+  return ((args.m + 127) / 128) * ((args.n + 255) / 256) >= sms;
+}
+
+// Calls fn with the kernel of the problem's dtype and tile shape.
+template <class Fn>
+auto withKernel(const AllgatherGemmArgs& args, Fn&& fn) {
+  const bool large = largeTiles(args);
+  if (args.dtype == GemmDtype::kBFloat16) {
+    return large ? fn(AllgatherGemm<
+                       cutlass::bfloat16_t,
+                       LargeTiles,
+                       PairsAlongM>{})
+                 : fn(AllgatherGemm<cutlass::bfloat16_t, SmallTiles, Alone>{});
+  }
+  return large ? fn(AllgatherGemm<cutlass::half_t, LargeTiles, PairsAlongM>{})
+               : fn(AllgatherGemm<cutlass::half_t, SmallTiles, Alone>{});
+}
+
+} // namespace
+
+size_t allgatherGemmWorkspaceBytes(const AllgatherGemmArgs& args) {
+  return withKernel(
+      args, [&](auto kernel) { return kernel.workspaceBytes(args); });
+}
+
+cudaError_t launchAllgatherGemm(
+    const AllgatherGemmArgs& args, void* workspace, cudaStream_t stream) {
+  return withKernel(
+      args, [&](auto kernel) { return kernel.run(args, workspace, stream); });
+}
+
+} // namespace mdfuser::kernels

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+namespace mdfuser {
+
+class CudaBackend;
+
+// Matmul–communication pairs computed by one kernel that also waits for the
+// data it reads (Hopper, sm_90a; csrc/kernels/).
+//
+// allgather + linear: out[M, N] = allgather(in)[M, K] · weight[N, K]^T,
+// `in` this member's rows (M / d of them, member i holding rows
+// [i M / d, (i + 1) M / d)). Each member pushes its rows with a copy
+// engine into every peer's gathered buffer (symmetric memory) and raises a
+// flag there; the GEMM kernel computes the tiles of its own rows first and
+// then, peer by peer, the tiles whose rows have arrived, each tile waiting
+// (in the kernel, with a bound) for the flag of the rows it reads. No
+// step, no second kernel: the moves run beside the GEMM at the granularity
+// of one member's rows.
+
+// Whether this build has the fused kernels and `device` can run them
+// (compute capability 9.0).
+bool fusedMatmulKernelsAvailable(c10::Device device);
+
+// Why fusedMatmulKernelsAvailable is false, for an error message; empty if
+// it is true.
+std::string fusedMatmulKernelsUnavailableReason(c10::Device device);
+
+// Posts, on the current stream, out = allgather(in) · weight^T over `team`
+// (ranks in team order, this one among them) through `backend`'s
+// symmetric memory. in: [M / d, K] (every member the same rows), weight:
+// [N, K], out: [M, N], all contiguous, of one dtype (BFloat16 or Half), on
+// the backend's device. `key` names the statement (and its loop iteration)
+// so that every run finds the same symmetric buffers; `what` names the
+// operation in errors; `run` is the run's token for the watchdog. A peer
+// that does not deliver its rows within the communicator's timeout: the
+// kernel stops waiting, and the statement's next call raises an error
+// naming this rank, the peer and `what` (the watchdog reports a peer that
+// never frees the place for this member's rows, as for the rings).
+void fusedAllgatherLinear(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    const std::string& key,
+    const std::string& what,
+    uint64_t run);
+
+} // namespace mdfuser
