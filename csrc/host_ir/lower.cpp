@@ -199,6 +199,20 @@ class Lowerer {
     }
     const DeferredGather g = it->second;
     gathers_.erase(it);
+    Scalar* extent = extentInScope(linear->in(), g.axis);
+    const auto d = static_cast<int64_t>(g.team.size());
+    // Outside Stream loops only: the kernel computes the whole GEMM while
+    // the rows come in, which a loop's chunks would cut into launches
+    // waiting on each other's rows; there the ring pipelines the chunks.
+    if (loop_ == nullptr &&
+        fusesAllgatherLinear(
+            options_.fused_matmul_communication,
+            whyFusedKernelsUnusable(options_).empty(),
+            allgatherLinearPair(linear, d, g.axis, g.out_axis, extent))) {
+      scope_->pushBack(hic_.create<AllgatherLinear>(
+          g.team, g.in, operand(linear->weight()), operand(linear->out())));
+      return true;
+    }
     TensorView* bias = linear->bias();
     emitAllgatherLinear(
         ring(g.team),
@@ -207,7 +221,7 @@ class Lowerer {
         g.axis,
         operand(linear->out()),
         g.out_axis,
-        extentInScope(linear->in(), g.axis),
+        extent,
         operand(linear->weight()),
         bias == nullptr ? nullptr : operand(bias));
     return true;
@@ -584,8 +598,21 @@ bool makesRings(const LoweringOptions& options) {
          options.backend == CommunicatorBackend::kCuda;
 }
 
+std::string whyFusedKernelsUnusable(const LoweringOptions& options) {
+  if (options.backend != CommunicatorBackend::kCuda) {
+    return "it needs the CUDA communication backend "
+           "(CommunicatorBackend.cuda), got " +
+           std::string(backendName(options.backend));
+  }
+  return options.fused_kernels_available
+             ? ""
+             : "this device or build has no fused kernels";
+}
+
 std::unique_ptr<HostIrContainer> lowerToHostIr(
     std::unique_ptr<Fusion> fusion, const LoweringOptions& options) {
+  checkFusedMatmulRequest(
+      options.fused_matmul_communication, whyFusedKernelsUnusable(options));
   Fusion& f = *fusion;
   checkInputStreamSplitsRun(f, f.exprs());
   auto hic = std::make_unique<HostIrContainer>(std::move(fusion));

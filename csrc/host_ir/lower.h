@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "host_ir/host_ir_container.h"
 #include "ir/fusion.h"
+#include "multidevice/fused_matmul_choice.h"
 
 namespace mdfuser::hir {
 
@@ -30,12 +32,28 @@ struct LoweringOptions {
   // partial sum straight to it (emitDirectLinearReduceScatter) instead of
   // passing sums round the ring.
   bool direct_reduce_scatter = true;
+  // Compute an allgather and the linear consuming it (the pair whose ring
+  // is emitAllgatherLinear) with one fused kernel, the AllgatherLinear
+  // statement, instead of the ring. kOn fuses every pair that qualifies
+  // (fusedAllgatherLinearObstacle) and keeps the ring of the others; kAuto
+  // is kOff for now, until a cost model decides. kOn where the kernels are
+  // unusable (a backend other than kCuda, or `fused_kernels_available`
+  // false) is a user error, raised before anything is lowered.
+  FusedMatmulChoice fused_matmul_communication = FusedMatmulChoice::kOff;
+  // Whether this device and build have the fused kernels
+  // (fusedMatmulKernelsAvailable in runtime/fused_matmul.h), set by the
+  // runtime.
+  bool fused_kernels_available = false;
 };
 
 // Whether lowering with `options` makes rings of the pairs listed at
 // LoweringOptions::ring_decomposition: asked for, or implied by the CUDA
 // backend, which moves data only point to point.
 bool makesRings(const LoweringOptions& options);
+
+// Why lowering with `options` cannot emit AllgatherLinear statements (a
+// backend other than kCuda, no fused kernels), or empty when it can.
+std::string whyFusedKernelsUnusable(const LoweringOptions& options);
 
 // Lowers a fusion that went through runFusionPasses into the host program
 // of one device:
@@ -51,7 +69,9 @@ bool makesRings(const LoweringOptions& options);
 //    operations;
 //  - operations on meshes without this device, and communications it takes
 //    no part in, are left out;
-//  - with `ring_decomposition`, the pairs listed there become rings.
+//  - with `ring_decomposition`, the pairs listed there become rings, and
+//    with `fused_matmul_communication` the allgather + linear pairs one
+//    AllgatherLinear each.
 // The program has no allocations and no stream handling yet: the host passes
 // add them.
 std::unique_ptr<HostIrContainer> lowerToHostIr(

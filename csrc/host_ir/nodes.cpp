@@ -472,6 +472,47 @@ std::string Communication::toString() const {
   return s + ", backend=" + std::string(backendName(backend_)) + ")";
 }
 
+AllgatherLinear::AllgatherLinear(
+    IrContainer* container,
+    std::vector<int64_t> team,
+    TensorView* in,
+    TensorView* weight,
+    TensorView* out,
+    int64_t axis)
+    : HostExpr(container, {in, weight}, {out}),
+      team_(std::move(team)),
+      axis_(axis) {
+  MDF_CHECK(
+      team_.size() >= 2,
+      "an AllgatherLinear gathers over two devices or more, got team ",
+      teamString(team_));
+  MDF_CHECK(
+      axis_ == 0, "an AllgatherLinear gathers rows (axis 0), not ", axis_);
+  MDF_CHECK(
+      out != in && out != weight,
+      "an AllgatherLinear writes a buffer of its own: ",
+      out->toString());
+}
+
+TensorView* AllgatherLinear::in() const {
+  return static_cast<TensorView*>(input(0));
+}
+
+TensorView* AllgatherLinear::weight() const {
+  return static_cast<TensorView*>(input(1));
+}
+
+TensorView* AllgatherLinear::out() const {
+  return static_cast<TensorView*>(output(0));
+}
+
+std::string AllgatherLinear::toString() const {
+  // The only kernel so far: Hopper's (sm_90a).
+  return out()->toString() + " = AllgatherLinear(" + in()->toString() + ", " +
+         weight()->toString() + ", team=" + teamString(team_) +
+         ", kernel=sm90)";
+}
+
 namespace {
 
 std::vector<Val*> buffersOf(const Communication* communication) {

@@ -19,7 +19,9 @@
 // Adding a node touches: this file (the class), nodes.cpp (constructor and
 // printing), verifier.cpp (what it may reference), the evaluator in
 // csrc/runtime (what it does) and, if it reads or writes tensors, nothing
-// else: AllocateAndDeallocate works from inputs() and outputs().
+// else: AllocateAndDeallocate works from inputs() and outputs(). A node
+// that communicates is also one AssignStreams moves to the worker stream
+// at (StreamSchedule::kCommunicationPerStream), as AllgatherLinear.
 namespace mdfuser::hir {
 
 // An ordered list of statements: a program's top level or a loop body.
@@ -496,6 +498,47 @@ class Communication : public HostExpr {
   CommunicatorBackend backend_;
   TensorView* landing_ = nullptr;
   Scalar* root_index_ = nullptr;
+};
+
+// out = linear(allgather(in) over `team` along `axis`, weight), computed
+// by one fused kernel that pushes each member's rows into its peers'
+// symmetric memory while its GEMM computes the tiles of the rows that have
+// arrived (sm_90a; runtime/fused_matmul.h). `in` is this device's rows,
+// `out` the output over the gathered rows; axis 0 only. Lowering emits it
+// in place of an allgather ring where LoweringOptions::
+// fused_matmul_communication asks for it (multidevice/
+// fused_matmul_choice.h says which pairs qualify). It runs on the current
+// stream and has no Wait: the kernel returns when `out` is complete there.
+class AllgatherLinear : public HostExpr {
+ public:
+  AllgatherLinear(
+      IrContainer* container,
+      std::vector<int64_t> team,
+      TensorView* in,
+      TensorView* weight,
+      TensorView* out,
+      int64_t axis = 0);
+
+  // Ranks in team order, this one among them.
+  const std::vector<int64_t>& team() const {
+    return team_;
+  }
+  TensorView* in() const;
+  TensorView* weight() const;
+  TensorView* out() const;
+  int64_t axis() const {
+    return axis_;
+  }
+
+  std::string_view opName() const override {
+    return "AllgatherLinear";
+  }
+  // "T5 = AllgatherLinear(T0, T1, team=(0 1), kernel=sm90)"
+  std::string toString() const override;
+
+ private:
+  std::vector<int64_t> team_;
+  int64_t axis_;
 };
 
 // The current stream waits for `communication` to finish.

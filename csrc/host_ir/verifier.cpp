@@ -195,6 +195,17 @@ class Verifier {
         state.pending.insert(comm);
         continue;
       }
+      if (const auto* fused = dynamic_cast<const AllgatherLinear*>(expr)) {
+        // Its moves end within the statement: nothing stays pending.
+        checkPendingPermutes(expr, state);
+        checkTensor(fused->in(), state, expr);
+        checkTensor(fused->weight(), state, expr);
+        checkTensor(fused->out(), state, expr);
+        if (!options_.buffers_allocated) {
+          state.tensors.insert(fused->out());
+        }
+        continue;
+      }
       if (const auto* wait = dynamic_cast<const Wait*>(expr)) {
         MDF_CHECK(
             state.pending.erase(wait->communication()) == 1,

@@ -9,6 +9,7 @@
 #include "ir/errors.h"
 #include "ir/ops/tensor_op.h"
 #include "multidevice/communication_type.h"
+#include "multidevice/fused_matmul_choice.h"
 #include "multidevice/sharding.h"
 
 namespace mdfuser {
@@ -91,17 +92,28 @@ CollectiveCost collectiveCost(const TensorOp* op) {
   }
 }
 
+// Whether the fused kernel computes the allgather `op` with the linear
+// consuming it.
+bool fusedGather(const TensorOp* op, bool fused) {
+  if (!fused) {
+    return false;
+  }
+  const std::optional<AllgatherLinearPair> pair = allgatherLinearPairOf(op);
+  return pair.has_value() && fusedAllgatherLinearObstacle(*pair).empty();
+}
+
 // The parts a GEMM `op` runs in when the lowering makes rings of the
 // collectives beside GEMMs: one per device of the ring, for a GEMM whose
 // input an allgather makes or whose output a reduction collective takes.
-int64_t ringParts(const TensorOp* op) {
+int64_t ringParts(const TensorOp* op, bool fused) {
   int64_t parts = 1;
   for (const Val* in : op->inputs()) {
     const auto* tv = dynamic_cast<const TensorView*>(in);
     const auto* producer =
         tv == nullptr ? nullptr
                       : dynamic_cast<const TensorOp*>(tv->definition());
-    if (producer != nullptr && isResharding(producer)) {
+    if (producer != nullptr && isResharding(producer) &&
+        !fusedGather(producer, fused)) {
       const auto collective = collectiveOf(producer);
       if (collective.has_value() &&
           collective->first == CommunicationType::Allgather) {
@@ -139,7 +151,12 @@ void addOperation(
     const MachineModel& model,
     double share,
     bool rings,
+    bool fused,
     ChunkWork& work) {
+  if (fusedGather(op, fused)) {
+    // Part of its linear's statement, its moves hidden behind the GEMM.
+    return;
+  }
   const TensorView* out = op->out();
   const std::vector<Scalar*> out_extents = localExtents(out);
   const double elements = product(out_extents, ev) * share;
@@ -175,7 +192,8 @@ void addOperation(
       // axis.
       const std::vector<Scalar*> in_extents = localExtents(first);
       const double k = static_cast<double>(ev.evaluate(in_extents.back()));
-      const double parts = rings ? static_cast<double>(ringParts(op)) : 1.0;
+      const double parts =
+          rings ? static_cast<double>(ringParts(op, fused)) : 1.0;
       work.compute += gemmSeconds(model, 2.0 * elements * k, elements / parts);
       return;
     }
@@ -322,10 +340,13 @@ StreamWork estimateStreamWork(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings) {
+    bool rings,
+    bool fused) {
   MDF_CHECK(count > 0);
   ChunkWork chunk;
   const double share = 1.0 / static_cast<double>(count);
+  // Lowering fuses pairs outside Stream loops only.
+  fused = fused && count == 1;
   for (const TensorOp* op : compiled.exprs()) {
     bool in_loop = isStreamParallel(op->out());
     for (const Val* in : op->inputs()) {
@@ -333,7 +354,7 @@ StreamWork estimateStreamWork(
       in_loop = in_loop || (tv != nullptr && isStreamParallel(tv));
     }
     if (in_loop) {
-      addOperation(op, extents, model, share, rings, chunk);
+      addOperation(op, extents, model, share, rings, fused, chunk);
     }
   }
   return StreamWork{
@@ -347,9 +368,10 @@ double estimateStreamSeconds(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings) {
+    bool rings,
+    bool fused) {
   const StreamWork chunk =
-      estimateStreamWork(compiled, extents, model, count, rings);
+      estimateStreamWork(compiled, extents, model, count, rings, fused);
   const double slowest =
       std::max({chunk.compute, chunk.communication, chunk.host});
   return chunk.compute + chunk.communication + chunk.host +

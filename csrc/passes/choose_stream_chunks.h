@@ -76,7 +76,11 @@ std::vector<int64_t> candidateChunkCounts(
 // communication and the host's issue of its statements. With `rings` (the
 // CUDA backend, or the ring_decomposition option), a GEMM beside an
 // allgather, allreduce or reduce-scatter runs in one part per device of
-// its ring, each part a GEMM of fewer outputs.
+// its ring, each part a GEMM of fewer outputs. With `fused` (the fused
+// matmul–communication kernels chosen and usable), an allgather and the
+// linear consuming it that the fused kernel computes
+// (fusedAllgatherLinearObstacle) are one GEMM of the gathered shape, in
+// one part, whose communication the kernel hides.
 struct StreamWork {
   double compute = 0;
   double communication = 0;
@@ -87,7 +91,8 @@ StreamWork estimateStreamWork(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings);
+    bool rings,
+    bool fused = false);
 
 // The time `model` gives to the stream-parallel work of `compiled` (a fusion
 // whose chosen counts are `count` and whose fusion passes ran; `extents`
@@ -101,7 +106,8 @@ double estimateStreamSeconds(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings);
+    bool rings,
+    bool fused = false);
 
 // The count of least estimated time (the smaller on a tie).
 ChunkChoice fastestChunkCount(

@@ -124,8 +124,8 @@ class ProgramGraphs {
 };
 
 // The user errors of the cuda_graph option, raised when `program` is
-// compiled: CPU tensors, and random numbers drawn anew at every run (a
-// replay would draw the same).
+// compiled: CPU tensors, random numbers drawn anew at every run (a replay
+// would draw the same), and the fused AllgatherLinear (not replayed yet).
 void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 
 // Whether execute replays `program` as CUDA graphs when the cuda_graph
@@ -136,7 +136,8 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 // (host time per statement bounds their rings' steps) and at most 1.5 %
 // slower (doc/runtime.md#cuda-graphs); NCCL's collectives gained no GPU
 // time replayed, and programs without communication are left as the
-// caller's (torch.cuda.graphs captures them whole).
+// caller's (torch.cuda.graphs captures them whole). A program with a fused
+// AllgatherLinear is not replayed (checkCudaGraphs refuses it).
 bool useCudaGraphsByDefault(
     const hir::HostIrContainer& program, c10::Device device);
 

@@ -23,6 +23,7 @@
 #include "runtime/communicator.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_graphs.h"
+#include "runtime/fused_matmul.h"
 #include "runtime/kernels.h"
 #include "runtime/tensor_types.h"
 #include "runtime/views.h"
@@ -188,6 +189,9 @@ class Interpreter {
       case S::kWait:
         runWait(static_cast<const hir::Wait*>(expr));
         return;
+      case S::kAllgatherLinear:
+        runAllgatherLinear(static_cast<const hir::AllgatherLinear*>(expr));
+        return;
       case S::kCompute:
         runCompute(static_cast<const TensorOp*>(expr));
         return;
@@ -201,7 +205,8 @@ class Interpreter {
   static bool enqueuesWork(HostIrEvaluator::Statement kind) {
     using S = HostIrEvaluator::Statement;
     return kind == S::kAllocate || kind == S::kCommunication ||
-           kind == S::kWait || kind == S::kCompute;
+           kind == S::kWait || kind == S::kAllgatherLinear ||
+           kind == S::kCompute;
   }
 
   void runLoop(const hir::ForLoop* loop) {
@@ -268,6 +273,34 @@ class Interpreter {
       buffer.zero_();
     }
     return buffer;
+  }
+
+  // The fused allgather + linear kernel, on the current stream. Its key
+  // ("AllgatherLinear0.1:4x8:BFloat16": the first one, in iteration 1, of
+  // this input shape and dtype) finds the same symmetric buffers at every
+  // run, and in every program of the fusion that runs the same statement.
+  void runAllgatherLinear(const hir::AllgatherLinear* fused) {
+    const auto found = tables_.fused.find(fused);
+    MDF_CHECK(found != tables_.fused.end(), "an unnumbered AllgatherLinear");
+    const at::Tensor& in = tensor(fused->in());
+    std::string key = "AllgatherLinear" + std::to_string(found->second.number);
+    for (int64_t i : iteration_) {
+      key += "." + std::to_string(i);
+    }
+    for (int64_t a = 0; a < in.dim(); ++a) {
+      key += (a == 0 ? ":" : "x") + std::to_string(in.size(a));
+    }
+    key += ":";
+    key += c10::toString(in.scalar_type());
+    fusedAllgatherLinear(
+        cuda(),
+        fused->team(),
+        in,
+        tensor(fused->weight()),
+        tensor(fused->out()),
+        key,
+        found->second.what,
+        state_.rng_base);
   }
 
   void runAllocate(const hir::Allocate* alloc) {
@@ -613,7 +646,8 @@ bool communicates(const hir::Scope& scope) {
   bool found = false;
   hir::forEachExpr(scope, [&](const Expr* expr) {
     const auto* comm = dynamic_cast<const hir::Communication*>(expr);
-    found |= comm != nullptr && comm->team().size() > 1;
+    found |= (comm != nullptr && comm->team().size() > 1) ||
+             dynamic_cast<const hir::AllgatherLinear*>(expr) != nullptr;
   });
   return found;
 }
@@ -638,6 +672,7 @@ HostIrEvaluator::Statement classify(const Expr* expr) {
       {isA<hir::View>, S::kView},
       {isA<hir::Communication>, S::kCommunication},
       {isA<hir::Wait>, S::kWait},
+      {isA<hir::AllgatherLinear>, S::kAllgatherLinear},
       {isA<TensorOp>, S::kCompute},
   };
   for (const auto& [is, kind] : kKinds) {
@@ -670,6 +705,17 @@ HostIrEvaluator::Tables tablesOf(const hir::Scope& scope) {
               " (Communication ",
               comm->name(),
               ")")));
+    } else if (kind == S::kAllgatherLinear) {
+      const auto* fused = static_cast<const hir::AllgatherLinear*>(expr);
+      tables.fused.emplace(
+          fused,
+          HostIrEvaluator::Tables::Fused{
+              static_cast<int64_t>(tables.fused.size()),
+              detail::concat(
+                  "AllgatherLinear ",
+                  fused->name(),
+                  " with team ",
+                  hir::teamString(fused->team()))});
     }
   });
   return tables;

@@ -73,6 +73,7 @@ class HostIrEvaluator {
     kView,
     kCommunication,
     kWait,
+    kAllgatherLinear,
     kCompute,
   };
 
@@ -92,6 +93,15 @@ class HostIrEvaluator {
         const hir::Communication*,
         std::shared_ptr<const std::string>>
         names;
+    // Each AllgatherLinear's number, in program order (with the loop
+    // iteration, the key of its kernel's symmetric buffers, as
+    // symmetric_numbers), and its name in errors: "AllgatherLinear 0 with
+    // team (0 1)".
+    struct Fused {
+      int64_t number;
+      std::string what;
+    };
+    std::unordered_map<const hir::AllgatherLinear*, Fused> fused;
   };
 
  private:

@@ -17,6 +17,7 @@
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_graphs.h"
 #include "runtime/evaluator.h"
+#include "runtime/fused_matmul.h"
 #include "runtime/input_binding.h"
 #include "runtime/stream_chunks.h"
 
@@ -167,6 +168,34 @@ hir::CommunicatorBackend defaultBackend(
              : hir::CommunicatorBackend::kNccl;
 }
 
+FusedMatmulChoice fusedMatmulChoice(ExecuteOptions::Choice choice) {
+  switch (choice) {
+    case ExecuteOptions::Choice::kOn:
+      return FusedMatmulChoice::kOn;
+    case ExecuteOptions::Choice::kOff:
+      return FusedMatmulChoice::kOff;
+    case ExecuteOptions::Choice::kDefault:
+      return FusedMatmulChoice::kAuto;
+  }
+  MDF_UNREACHABLE("unknown choice ", static_cast<int>(choice));
+}
+
+// Why this run cannot have the fused matmul–communication kernels, or empty:
+// what the user can least change first (the device, then the build), so
+// that the message names what stands in the way.
+std::string whyNoFusedKernels(
+    c10::Device device, const hir::LoweringOptions& lowering) {
+  if (!device.is_cuda()) {
+    return "the inputs are CPU tensors, and the kernel needs CUDA tensors "
+           "on a Hopper GPU (sm_90a), the CUDA communication backend and a "
+           "build with the fused kernels";
+  }
+  if (!lowering.fused_kernels_available) {
+    return fusedMatmulKernelsUnavailableReason(device);
+  }
+  return hir::whyFusedKernelsUnusable(lowering);
+}
+
 // NCCL refuses two ranks on one GPU, and fails in the middle of the program
 // when it meets them: with GPUs shared by processes, a program that needs
 // NCCL is a user error, raised on every rank before any communication.
@@ -227,11 +256,23 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
       "without CUDA); use CommunicatorBackend.nccl");
   lowering.ring_decomposition = options.ring_decomposition;
   lowering.direct_reduce_scatter = options.direct_reduce_scatter;
+  lowering.fused_matmul_communication =
+      fusedMatmulChoice(options.fused_matmul_communication);
+  lowering.fused_kernels_available =
+      device.is_cuda() && fusedMatmulKernelsAvailable(device);
+  checkFusedMatmulRequest(
+      lowering.fused_matmul_communication, whyNoFusedKernels(device, lowering));
 
   std::unique_ptr<Fusion> fusion = definition_.clone();
   if (choosesStreamChunks(definition_)) {
     const ChunkChoice choice = chooseChunkCount(
-        definition_, inputs, communicator, device, hir::makesRings(lowering));
+        definition_,
+        inputs,
+        communicator,
+        device,
+        hir::makesRings(lowering),
+        lowering.fused_matmul_communication == FusedMatmulChoice::kOn &&
+            hir::whyFusedKernelsUnusable(lowering).empty());
     chooseStreamChunks(*fusion, choice.count);
     if (std::ostream* os = show(dump.host_ir || dump.fusion_ir)) {
       *os << choice.toString() << "\n";

@@ -133,6 +133,7 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
        backend.has_value() ? hir::backendName(*backend) : "default"},
+      choice("fused_matmul_communication", fused_matmul_communication),
   };
 }
 
@@ -145,7 +146,8 @@ ExecuteOptions ExecuteOptions::parse(
         "compute_on_main_stream",
         "ring_decomposition",
         "cuda_graph",
-        "ring_prologues_first"};
+        "ring_prologues_first",
+        "fused_matmul_communication"};
     const auto& ignored = ignoredEnableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
     return names;
@@ -157,7 +159,8 @@ ExecuteOptions ExecuteOptions::parse(
         "fuse_layer_norms",
         "direct_reduce_scatter",
         "cuda_graph",
-        "ring_prologues_first"};
+        "ring_prologues_first",
+        "fused_matmul_communication"};
     const auto& ignored = ignoredDisableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
     return names;
@@ -196,6 +199,9 @@ ExecuteOptions ExecuteOptions::parse(
     if (name == "ring_prologues_first") {
       options.ring_prologues_first = Choice::kOn;
     }
+    if (name == "fused_matmul_communication") {
+      options.fused_matmul_communication = Choice::kOn;
+    }
   }
   for (const std::string& name : disable) {
     if (name == "inplace_allreduce") {
@@ -213,6 +219,8 @@ ExecuteOptions ExecuteOptions::parse(
     Choice* refused = name == "cuda_graph" ? &options.cuda_graph
                       : name == "ring_prologues_first"
                           ? &options.ring_prologues_first
+                      : name == "fused_matmul_communication"
+                          ? &options.fused_matmul_communication
                           : nullptr;
     if (refused != nullptr) {
       MDF_USER_CHECK(

@@ -62,6 +62,12 @@ struct ExecuteOptions {
   // partial sum straight to it (LoweringOptions::direct_reduce_scatter);
   // disabled by "direct_reduce_scatter", which passes sums round the ring.
   bool direct_reduce_scatter = true;
+  // An allgather and the linear consuming it computed by one fused kernel
+  // (LoweringOptions::fused_matmul_communication): "fused_matmul_
+  // communication" enabled forces it (a user error where the kernels are
+  // unusable), disabled refuses it; by default mdfuser decides, which for
+  // now means not fused.
+  Choice fused_matmul_communication = Choice::kDefault;
   // The library carrying communications; unset: Gloo for CPU tensors, and
   // for CUDA tensors the CUDA backend where every GPU maps the others'
   // memory, NCCL otherwise (FusionExecutorCache's defaultBackend).

@@ -51,7 +51,8 @@ ChunkChoice chooseChunkCount(
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device,
-    bool rings) {
+    bool rings,
+    bool fused) {
   const std::string device_type = device.is_cuda() ? "cuda" : "cpu";
   const std::optional<MachineModel> model = machineModel(device_type);
   MDF_USER_CHECK(
@@ -69,7 +70,7 @@ ChunkChoice chooseChunkCount(
   runFusionPasses(one.get());
   const ScalarEvaluator one_extents = bindInputs(*one, inputs, communicator);
   std::vector<std::pair<int64_t, double>> seconds = {
-      {1, estimateStreamSeconds(*one, one_extents, *model, 1, rings)}};
+      {1, estimateStreamSeconds(*one, one_extents, *model, 1, rings, fused)}};
   for (int64_t count : candidateChunkCounts(splits, one_extents)) {
     if (count == 1) {
       continue;
@@ -85,7 +86,8 @@ ChunkChoice chooseChunkCount(
     }
     const ScalarEvaluator extents = bindInputs(*fusion, inputs, communicator);
     seconds.emplace_back(
-        count, estimateStreamSeconds(*fusion, extents, *model, count, rings));
+        count,
+        estimateStreamSeconds(*fusion, extents, *model, count, rings, fused));
   }
   return fastestChunkCount(seconds);
 }

@@ -24,7 +24,9 @@ std::optional<MachineModel> machineModel(const std::string& device_type);
 // The stream chunk count for `definition`'s chosen splits on `inputs`: each
 // count worth trying is compiled through the fusion passes and its stream
 // loops estimated with the machine model of `device` (with `rings`, as the
-// lowering makes rings of the collectives beside GEMMs); the fastest wins.
+// lowering makes rings of the collectives beside GEMMs, and with `fused`,
+// as it fuses allgather + linear pairs: estimateStreamWork); the fastest
+// wins.
 // No timing at run time, no communication. User error when the definition
 // asks for a count and no machine model is set for the device.
 ChunkChoice chooseChunkCount(
@@ -32,7 +34,8 @@ ChunkChoice chooseChunkCount(
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device,
-    bool rings);
+    bool rings,
+    bool fused = false);
 
 // Whether `compiled` (a fusion whose fusion passes ran) is one whose rings'
 // stream chunks should issue their first GEMMs before the rings (the

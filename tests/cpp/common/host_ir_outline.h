@@ -42,6 +42,9 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
     } else if (const auto* c = dynamic_cast<const Communication*>(e)) {
       s += "Communication " + std::to_string(c->name()) + " " + t(c->in()) +
            " -> " + t(c->out());
+    } else if (const auto* f = dynamic_cast<const AllgatherLinear*>(e)) {
+      s += t(f->out()) + " = AllgatherLinear(" + t(f->in()) + ", " +
+           t(f->weight()) + ")";
     } else if (const auto* w = dynamic_cast<const Wait*>(e)) {
       s += "Wait " + std::to_string(w->communication()->name());
     } else if (const auto* g = dynamic_cast<const GetCurrentStream*>(e)) {
@@ -67,6 +70,16 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
 
 inline std::string outline(const hir::HostIrContainer& hic) {
   return outline(hic.topLevel());
+}
+
+// How many times `what` occurs in `text` (a printed program).
+inline size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
 }
 
 } // namespace mdfuser::test

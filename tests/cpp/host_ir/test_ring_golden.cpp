@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/host_ir_outline.h"
 #include "common/row_parallel.h"
 #include "common/transformer_mlp.h"
 #include "host_ir/lower.h"
@@ -145,15 +146,6 @@ std::string compile(
   return hic->toString();
 }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos;
-       at = text.find(what, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 TEST(RingGolden, SequenceParallelMlpAtTwoDevices) {
   EXPECT_EQ(compile(test::makeMlp(2, 2, 1, "sp"), 0), kExpectedMlp);
 }
@@ -180,10 +172,12 @@ TEST(RingGolden, CollectivesStayTheDefault) {
     const std::string mlp = compile(test::makeMlp(2, 2, 2, "sp"), 0, ring);
     const std::string ar =
         compile(test::makeRowParallelLinear(2, 2, 3), 0, ring);
-    EXPECT_EQ(count(mlp, "type=Allgather"), ring ? 0 : 1) << mlp;
-    EXPECT_EQ(count(mlp, "type=ReduceScatter"), ring ? 0 : 1) << mlp;
-    EXPECT_EQ(count(ar, "type=Allreduce"), ring ? 0 : 1) << ar;
-    EXPECT_EQ(count(mlp + ar, "type=CollectivePermute"), ring ? 4 : 0);
+    EXPECT_EQ(test::occurrences(mlp, "type=Allgather"), ring ? 0 : 1) << mlp;
+    EXPECT_EQ(test::occurrences(mlp, "type=ReduceScatter"), ring ? 0 : 1)
+        << mlp;
+    EXPECT_EQ(test::occurrences(ar, "type=Allreduce"), ring ? 0 : 1) << ar;
+    EXPECT_EQ(
+        test::occurrences(mlp + ar, "type=CollectivePermute"), ring ? 4 : 0);
   }
 }
 
@@ -220,8 +214,8 @@ TEST(RingGolden, PairsThatDoNotMatchKeepTheirCollectives) {
   };
   for (const std::string& program :
        {compile(gather_only(), 0), compile(gathered_output(), 0)}) {
-    EXPECT_EQ(count(program, "type=Allgather"), 1) << program;
-    EXPECT_EQ(count(program, "CollectivePermute"), 0) << program;
+    EXPECT_EQ(test::occurrences(program, "type=Allgather"), 1) << program;
+    EXPECT_EQ(test::occurrences(program, "CollectivePermute"), 0) << program;
   }
   // A team of one device communicates nothing either way.
   EXPECT_EQ(
@@ -235,9 +229,9 @@ TEST(RingGolden, PairsThatDoNotMatchKeepTheirCollectives) {
 // as the GEMM's C operand and device 2's after it.
 TEST(RingGolden, ADirectReduceScatterBeyondTwoDevices) {
   const std::string direct = compile(test::makeMlp(3, 3, 1, "sp"), 1);
-  EXPECT_EQ(count(direct, "type=CollectivePermute"), 3) << direct;
-  EXPECT_EQ(count(direct, "shift=2,"), 1) << direct;
-  EXPECT_EQ(count(direct, "type=ReduceScatter"), 0) << direct;
+  EXPECT_EQ(test::occurrences(direct, "type=CollectivePermute"), 3) << direct;
+  EXPECT_EQ(test::occurrences(direct, "shift=2,"), 1) << direct;
+  EXPECT_EQ(test::occurrences(direct, "type=ReduceScatter"), 0) << direct;
   const size_t part2 = direct.find("index = 2, parts = 3)");
   const size_t shift2 = direct.find("shift=2,");
   const size_t own = direct.find("index = 1, parts = 3)", shift2);
@@ -253,9 +247,12 @@ TEST(RingGolden, ADirectReduceScatterBeyondTwoDevices) {
   // reduce-scatter's, and one add fewer (the MLP's bias is the other).
   const std::string ring =
       compile(test::makeMlp(3, 3, 1, "sp"), 1, true, /*direct=*/false);
-  EXPECT_EQ(count(ring, "type=CollectivePermute"), 2) << ring;
-  EXPECT_EQ(count(ring, "shift="), 0) << ring;
-  EXPECT_EQ(count(direct, "= add("), count(ring, "= add(") + 1) << direct;
+  EXPECT_EQ(test::occurrences(ring, "type=CollectivePermute"), 2) << ring;
+  EXPECT_EQ(test::occurrences(ring, "shift="), 0) << ring;
+  EXPECT_EQ(
+      test::occurrences(direct, "= add("),
+      test::occurrences(ring, "= add(") + 1)
+      << direct;
 }
 
 TEST(RingGolden, PrintingIsDeterministic) {

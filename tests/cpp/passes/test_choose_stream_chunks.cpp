@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/column_parallel.h"
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
 #include "passes/choose_stream_chunks.h"
@@ -194,6 +195,48 @@ TEST(ChooseStreamChunks, RingsComputeTheGemmInOnePartPerDevice) {
   EXPECT_LE(
       fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/true)).count,
       fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/false)).count);
+}
+
+TEST(ChooseStreamChunks, AFusedAllgatherLinearIsOneGemmWithItsMovesHidden) {
+  // The fused kernel (`fused`) computes an allgather and its linear as one
+  // GEMM of the gathered shape: no ring parts, no communication, one
+  // statement, where the pair runs as one chunk. A pair it cannot compute
+  // (Float) is costed as its ring, and so is a pair cut into several
+  // chunks, where lowering keeps the ring.
+  const MachineModel model = hopper();
+  const int64_t t = 1024;
+  for (DataType dtype : {DataType::BFloat16, DataType::Float}) {
+    auto fusion =
+        test::makeGatheredLinear(kH, kD, /*s=*/2, dtype, /*bias=*/false);
+    runFusionPasses(fusion.get());
+    ScalarEvaluator extents;
+    extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
+    const auto work = [&](int64_t count, bool fused) {
+      return estimateStreamWork(
+          *fusion, extents, model, count, /*rings=*/true, fused);
+    };
+    const StreamWork chunked_ring = work(2, false);
+    const StreamWork chunked_fused = work(2, true);
+    EXPECT_DOUBLE_EQ(chunked_fused.compute, chunked_ring.compute);
+    EXPECT_DOUBLE_EQ(chunked_fused.communication, chunked_ring.communication);
+    const StreamWork ring = work(1, false);
+    const StreamWork fused = work(1, true);
+    if (dtype == DataType::Float) {
+      EXPECT_DOUBLE_EQ(fused.compute, ring.compute);
+      EXPECT_DOUBLE_EQ(fused.communication, ring.communication);
+      continue;
+    }
+    // t gathered rows times the 4h / d columns of this device, over h.
+    const double outputs = 1.0 * t * (4.0 * kH / kD);
+    const double gemm =
+        2.0 * outputs * kH /
+        (model.gemm_flops * (outputs / (outputs + model.gemm_half_outputs)));
+    EXPECT_NEAR(fused.compute, gemm, 1e-6 * gemm);
+    EXPECT_LT(fused.compute, ring.compute);
+    EXPECT_EQ(fused.communication, 0.0);
+    EXPECT_GT(ring.communication, 0.0);
+    EXPECT_LT(fused.host, ring.host);
+  }
 }
 
 TEST(ChooseStreamChunks, SlowCollectiveStepsGiveFewerChunks) {

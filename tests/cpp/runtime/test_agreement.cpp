@@ -101,6 +101,9 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
       case 8:
         changed.backend = hir::CommunicatorBackend::kGloo;
         break;
+      case 9:
+        changed.fused_matmul_communication = ExecuteOptions::Choice::kOff;
+        break;
       default:
         FAIL() << "option " << defaults.values()[i].name << " has no case here";
     }

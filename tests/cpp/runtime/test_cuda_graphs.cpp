@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "common/column_parallel.h"
 #include "common/expect_error.h"
 #include "common/transformer_mlp.h"
 #include "host_ir/lower.h"
@@ -89,6 +90,24 @@ TEST(CudaGraphsByDefault, ForProgramsWhoseEveryMoveIsTheCudaBackends) {
   ASSERT_NE(text.find("type=Allgather"), std::string::npos) << text;
   ASSERT_NE(text.find("backend=CUDA"), std::string::npos) << text;
   EXPECT_FALSE(useCudaGraphsByDefault(*mixed, gpu)) << text;
+}
+
+TEST(CudaGraphsByDefault, TheFusedAllgatherLinearIsNotReplayed) {
+  const c10::Device gpu(c10::DeviceType::CUDA, 0);
+  std::unique_ptr<Fusion> fusion =
+      test::makeGatheredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false);
+  runFusionPasses(fusion.get());
+  hir::LoweringOptions options;
+  options.backend = hir::CommunicatorBackend::kCuda;
+  options.fused_matmul_communication = FusedMatmulChoice::kOn;
+  options.fused_kernels_available = true;
+  auto hic = hir::lowerToHostIr(std::move(fusion), options);
+  hir::runHostPasses(*hic, {.symmetric_memory = true});
+  const std::string text = hic->toString();
+  ASSERT_NE(text.find("AllgatherLinear("), std::string::npos) << text;
+  EXPECT_FALSE(useCudaGraphsByDefault(*hic, gpu)) << text;
+  EXPECT_VALUE_ERROR(
+      checkCudaGraphs(*hic, gpu), "does not replay the fused allgather");
 }
 
 #ifdef MDFUSER_HAS_CUDA

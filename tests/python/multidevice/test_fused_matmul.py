@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: MIT
+"""The fused allgather + GEMM kernel (``_enable_options=
+["fused_matmul_communication"]``, Hopper only) against plain torch and the
+copy-engine ring on the same global inputs.
+
+Run under ``torchrun``/``mpirun`` on GPUs of compute capability 9.0 with
+the CUDA backend; skipped elsewhere (the CPU tests of the statement's choice
+and program are in tests/cpp/host_ir and test_fused_matmul_option.py).
+Integer entries in {-1, 0, 1} keep every sum exact in bf16 and fp16 for
+k <= 256, so the kernel must match torch bit for bit there.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from ring_helpers import allgather_linear, integers
+
+from mdfuser import CommunicatorBackend, DataType
+
+FUSED = {"backend": CommunicatorBackend.cuda, "_enable_options": ["fused_matmul_communication"]}
+STATEMENTS = {**FUSED, "_disable_options": ["cuda_graph"]}
+DTYPES = {"bfloat16": (torch.bfloat16, DataType.BFloat16), "float16": (torch.half, DataType.Half)}
+
+
+@pytest.fixture
+def test(multidevice_test):
+    t = multidevice_test
+    if t.device.type != "cuda":
+        pytest.skip("the fused kernels run on CUDA tensors")
+    if torch.cuda.get_device_capability(t.device) != (9, 0):
+        pytest.skip("the fused kernels are built for sm_90a (Hopper)")
+    t.require(2)
+    return t
+
+
+def run(test, fd, x: torch.Tensor, w: torch.Tensor, **options) -> torch.Tensor:
+    inputs = [test.shard(x, fd.fusion.inputs()[0]), test.shard(w, fd.fusion.inputs()[1])]
+    (out,) = fd.execute(inputs, **options)
+    return out
+
+
+def expected_shard(test, fd, x: torch.Tensor, w: torch.Tensor, dtype) -> torch.Tensor:
+    from mdfuser.multidevice import shard_tensor
+
+    full = torch.nn.functional.linear(x.double(), w.double()).to(dtype)
+    return shard_tensor(full, fd.output_tensors()[0]).to(test.device)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "rows,k,n_local",
+    [(128, 64, 128), (200, 128, 24), (8, 64, 16), (300, 256, 136)],
+    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n"],
+)
+def test_allgather_linear_exact(test, dtype, rows, k, n_local):
+    """Rows per member a multiple of the tile, not one (a tile reading two
+    members' rows), a single tile; N not a multiple of the tile."""
+    torch_dtype, md_dtype = DTYPES[dtype]
+    d = test.size
+    g = torch.Generator().manual_seed(7)
+    x = integers((rows * d, k), g).to(torch_dtype)
+    w = integers((n_local * d, k), g).to(torch_dtype)
+    fd = allgather_linear(d, 1, k, n_local * d, dtype=md_dtype)
+    out = run(test, fd, x, w, **STATEMENTS)
+    program = fd.last_host_ir()
+    assert "AllgatherLinear(" in program, program
+    assert "CollectivePermute" not in program, program
+    expected = expected_shard(test, fd, x, w, torch_dtype)
+    assert torch.equal(out, expected), (out - expected).abs().max()
+    # Repeated calls: the same bits, the flags back where they were.
+    for _ in range(3):
+        assert torch.equal(run(test, fd, x, w, **STATEMENTS), out)
+
+
+def test_allgather_linear_matches_the_ring(test):
+    """The reference's shape, M = N = K = 1024 (fp16, random entries):
+    within the ring's distance of float64, and close to the ring itself."""
+    d = test.size
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(1024, 1024, generator=g).half()
+    w = torch.randn(1024 * d, 1024, generator=g).half()
+    fd = allgather_linear(d, 1, 1024, 1024 * d, dtype=DataType.Half)
+    fused = run(test, fd, x, w, **STATEMENTS)
+    ring = run(test, fd, x, w, backend=CommunicatorBackend.cuda)
+    assert "CollectivePermute" in fd.last_host_ir()
+    exact = expected_shard(test, fd, x.double(), w.double(), torch.float64)
+    ring_error = (ring.double() - exact).abs().max().item()
+    fused_error = (fused.double() - exact).abs().max().item()
+    assert fused_error <= max(1.5 * ring_error, 1e-2), (fused_error, ring_error)
+
+
+def test_allgather_linear_stream_chunks_keep_the_ring(test):
+    """Inside a Stream loop the ring stays, also with the kernel asked for:
+    the kernel computes the whole GEMM while the rows arrive, and the ring
+    pipelines the chunks."""
+    d = test.size
+    g = torch.Generator().manual_seed(3)
+    x = integers((256 * d, 64), g)
+    w = integers((32 * d, 64), g)
+    fd = allgather_linear(d, 2, 64, 32 * d)
+    out = run(test, fd, x, w, **STATEMENTS)
+    program = fd.last_host_ir()
+    assert "AllgatherLinear(" not in program and "CollectivePermute" in program, program
+    assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
+
+
+def test_allgather_linear_is_not_replayed(test):
+    """Asked for with CUDA graphs: a ValueError naming both options, before
+    anything runs."""
+    d = test.size
+    g = torch.Generator().manual_seed(5)
+    x = integers((128 * d, 64), g)
+    w = integers((64 * d, 64), g)
+    fd = allgather_linear(d, 1, 64, 64 * d)
+    options = {**FUSED, "_enable_options": [*FUSED["_enable_options"], "cuda_graph"]}
+    with pytest.raises(ValueError, match="does not replay the fused allgather"):
+        run(test, fd, x, w, **options)
+    # By default graphs are left out of such a program.
+    out = run(test, fd, x, w, **FUSED)
+    assert "AllgatherLinear(" in fd.last_host_ir()
+    assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
