@@ -55,12 +55,23 @@ class Interleaved:
     host_ms: list[list[float]]
 
 
+# How long a queued batch holds the stream: about 20 ms at Hopper's clocks,
+# enough to enqueue a few dozen calls.
+QUEUE_HOLD_CYCLES = 40_000_000
+
+
 class Timer:
     """Times fn() per iteration: CUDA events on the current stream, or perf_counter."""
 
-    def __init__(self, device: torch.device, warmup: int, iters: int) -> None:
+    def __init__(self, device: torch.device, warmup: int, iters: int, queued: int = 0) -> None:
         self.cuda = device.type == "cuda"
         self.device, self.warmup, self.iters = device, warmup, iters
+        # With `queued` > 0 (CUDA), interleaved() times batches of that many
+        # calls, enqueued while the stream is held by a sleeping kernel and
+        # then run back to back: the GPU's time per call, without the gaps
+        # that launching leaves when a call's GPU work is shorter than its
+        # launch (microsecond-scale problems).
+        self.queued = queued if self.cuda else 0
 
     def sync(self) -> None:
         """Waits for this rank's GPU, then for all ranks, so variants start together."""
@@ -115,18 +126,25 @@ class Timer:
             return Interleaved(times, times)
         events = [[] for _ in fns]
         host_ms = [[] for _ in fns]
+        batch = max(self.queued, 1)
         for i in range(self.iters):
             for k in range(n):
                 j = (i + k) % n
+                if self.queued:
+                    # Every rank's stream waits long enough for its host to
+                    # enqueue the batch (the ranks leave the barrier together).
+                    self.sync()
+                    torch.cuda._sleep(QUEUE_HOLD_CYCLES)
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 start.record()
                 host = time.perf_counter()
-                fns[j]()
-                host_ms[j].append((time.perf_counter() - host) * 1e3)
+                for _ in range(batch):
+                    fns[j]()
+                host_ms[j].append((time.perf_counter() - host) * 1e3 / batch)
                 end.record()
                 events[j].append((start, end))
         self.sync()
-        ms = [[start.elapsed_time(end) for start, end in pairs] for pairs in events]
+        ms = [[start.elapsed_time(end) / batch for start, end in pairs] for pairs in events]
         return Interleaved(ms, host_ms)
 
 

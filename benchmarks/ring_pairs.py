@@ -11,7 +11,9 @@ replayed as CUDA graphs, else a collective per stream chunk), mdfuser_ring
 (rings of point-to-point moves on NCCL or Gloo), mdfuser_cuda (the rings on
 copy engines, statement by statement), mdfuser_graph and mdfuser_cuda_graph
 (NCCL's collectives and the CUDA backend's rings replayed as CUDA graphs),
-torch_fused (PyTorch's async-TP ops),
+mdfuser_fused (ag_linear: the allgather + GEMM kernel of sm_90a,
+_enable_options=["fused_matmul_communication"]), torch_fused (PyTorch's
+async-TP ops),
 torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 
     torchrun --nproc-per-node 8 benchmarks/ring_pairs.py --json rings.json
@@ -54,6 +56,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ring_decomposition import allgather_linear, linear_reduce_scatter  # noqa: E402
 
 BENCHMARKS = ("ag_linear", "linear_rs")
+FUSED = "fused_matmul_communication"
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
 COLUMNS += ["busbw_GB/s", "x_gemm", "x_no_ovl", "overlap_eff", "floor", "host_ms"]
 WIDTHS = [17, 3, 11, 9, 9, 12, 12, 8, 10, 13, 7, 8]
@@ -238,6 +241,13 @@ def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str
     runnable = {"mdfuser": {}} | backend_variants(
         cuda, d, graphs=True, prologues_first=True, ring_reduce_scatter=True
     )
+    if cuda and d > 1:
+        # The allgather + GEMM kernel (sm_90a; ag_linear only), which CUDA
+        # graphs do not replay yet.
+        runnable["mdfuser_fused"] = {
+            "backend": CommunicatorBackend.cuda,
+            "_enable_options": [FUSED],
+        }
     skipped = {}
     if d == 1:
         reason = "d = 1: a team of one has no ring (the same program as mdfuser)"
@@ -253,7 +263,7 @@ class Bench:
     def __init__(self, args, device: torch.device, rank: int, d: int) -> None:
         self.args, self.device, self.rank, self.d = args, device, rank, d
         self.cuda = device.type == "cuda"
-        self.timer = Timer(device, args.warmup, args.iters)
+        self.timer = Timer(device, args.warmup, args.iters, queued=args.queued)
         self.info = run_info(device)
         self.skipped: list[str] = []
         # The fusions of the variants replayed as CUDA graphs, by (pair,
@@ -383,16 +393,20 @@ class Bench:
                 name = f"{pair.name} {variant} s={s}"
                 fd = first if variant == "mdfuser" else pair.define(s)
                 run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
+                asked = kwargs.get("_enable_options", [])
+                if FUSED in asked and pair.name != "ag_linear":
+                    self.skip(name, "no fused kernel for this pair yet")
+                    continue
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()
                 # The variants that ask for rings (the default has them only
                 # where the CUDA backend is its choice).
-                asked = kwargs.get("_enable_options", [])
                 ringed = (
                     kwargs.get("backend") == CommunicatorBackend.cuda
                     or "ring_decomposition" in asked
                 )
-                if ringed and not self.has_ring(fd.last_host_ir()):
+                mark = "AllgatherLinear" if FUSED in asked else "CollectivePermute"
+                if ringed and not self.has_ring(fd.last_host_ir(), mark):
                     self.skip(name, "the program has no ring (CollectivePermute)")
                     continue
                 if expected is None:  # the output's layout is known once it ran
@@ -417,9 +431,10 @@ class Bench:
             checked.append(("torch_fused", 1, run, err))
         return checked
 
-    def has_ring(self, program: str) -> bool:
-        """Whether every rank's program moves data in rings (all ranks agree)."""
-        ring = torch.tensor([int("CollectivePermute" in program)], device=self.device)
+    def has_ring(self, program: str, mark: str = "CollectivePermute") -> bool:
+        """Whether every rank's program moves data in rings, or with `mark`
+        the statement it names (all ranks agree)."""
+        ring = torch.tensor([int(mark in program)], device=self.device)
         dist.all_reduce(ring, op=dist.ReduceOp.MIN)
         return bool(ring.item())
 
@@ -479,6 +494,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=30, help="timed iterations")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    p.add_argument(
+        "--queued",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time batches of N calls run back to back from a held stream: the GPU's "
+        "time per call where launching takes longer (the reference's 1024^3 shape)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
     p.add_argument(
         "--profile",

@@ -28,8 +28,10 @@
 # --rings runs benchmarks/ring_pairs.py (the allgather + column-parallel
 # linear and the row-parallel linear + reduce-scatter; mdfuser's
 # collectives, its NCCL rings and CUDA-backend rings, torch's fused async-TP
-# ops) at each world size of 2, 4 and 8 the machine has, at H,T (--sizes)
-# and again with the balanced --k 2048, one torchrun per shape. All its
+# ops, and on Hopper the fused allgather + GEMM kernel) at each world size
+# of 2, 4 and 8 the machine has, at H,T (--sizes), again with the balanced
+# --k 2048, and at the reference's fp16 M = N = K = 1024 (ag_linear only,
+# --queued 16), one torchrun per shape. All its
 # records go into one file, $OUT/ring_pairs.json, merged after every run.
 # On a machine of one GPU it runs benchmarks/gpu/ring_host_time.py instead:
 # two processes sharing the GPU, the host time per call of the CUDA
@@ -99,9 +101,10 @@ export PYTHONPATH=$ROOT/python:$ROOT/tests/python:$ROOT/examples${PYTHONPATH:+:$
 PYTHON=$(command -v python3)
 # The image points CXX at /opt/gcc's g++, whose libstdc++ headers do not
 # match the system libstdc++ that Python and torch load: code it compiles
-# crashes in iostreams. Build with the system compiler.
+# crashes in iostreams. Build with the system compiler, and make it nvcc's
+# host compiler too (the image sets CUDAHOSTCXX to /opt/gcc's).
 if [ -x /usr/bin/g++ ]; then
-  export CXX=/usr/bin/g++
+  export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 fi
 rm -rf "$ROOT/build-gpu"
 NGPU=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
@@ -140,6 +143,11 @@ step() {
 echo "GPUs: $NGPU" | tee -a "$SUMMARY"
 
 # --- build -----------------------------------------------------------------
+# CUTLASS's headers for the fused matmul kernels, from the carried wheel.
+if ! "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('cutlass_library') is None)"; then
+  step cutlass_wheel 60 "$PYTHON" -m pip install -q --no-index --no-deps \
+    --find-links "$ROOT/.carry/wheels" -r "$ROOT/requirements-gpu.txt"
+fi
 step configure 300 cmake -S "$ROOT" -B "$ROOT/build-gpu" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PYTHON" \
   -DMDFUSER_GTEST_SOURCE_DIR="$ROOT/.carry/googletest" \
@@ -323,14 +331,19 @@ if [ "$RINGS" -eq 1 ]; then
   for n in $WORLD_SIZES; do
     [ "$NGPU" -ge "$n" ] || continue
     i=0
-    for shape in default k2048; do
+    for shape in default k2048 ref1024; do
       i=$((i + 1))
-      extra=()
-      [ "$shape" = default ] || extra=(--k 2048)
+      sizes=(-H "$H" -t "$T" --chunks 1,2,4 --iters 30 --profile)
+      case $shape in
+        k2048) sizes+=(--k 2048) ;;
+        # The reference's allgather + GEMM, M = N = K = 1024 in fp16 (h =
+        # 256 d), timed in batches run back to back from a held stream.
+        ref1024) sizes=(-H $((256 * n)) -t 1024 --k 1024 --dtype float16 \
+          --benchmarks ag_linear --chunks 1 --iters 10 --queued 16) ;;
+      esac
       step "rings_${shape}_d$n" 300 torchrun --nproc-per-node "$n" \
         --master-port $((29700 + 10 * i + n)) benchmarks/ring_pairs.py \
-        -H "$H" -t "$T" --chunks 1,2,4 --iters 30 --profile "${extra[@]}" \
-        --json "$WORK/rings_${shape}_d$n.json"
+        "${sizes[@]}" --json "$WORK/rings_${shape}_d$n.json"
       # Merged after every run: what ran is in $OUT even if a later run
       # outlasts the call.
       "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
