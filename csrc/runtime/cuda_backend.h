@@ -129,6 +129,13 @@ class CudaBackend {
   struct Team;
   struct Release;
   Team& team(const std::vector<int64_t>& members);
+  // Has the watchdog watch moves posted on a stream until `done`, which
+  // wait for `peers` (`describe` says what they waited for).
+  void watch(
+      std::shared_ptr<CUevent_st> done,
+      std::function<std::string()> describe,
+      std::vector<int64_t> peers,
+      uint64_t run);
 
   Communicator& communicator_;
   c10::Device device_;

@@ -242,6 +242,26 @@ class Interpreter {
     return *cuda_;
   }
 
+  // The key of symmetric buffers that statement `number` of a kind
+  // (`prefix`) keeps in this loop iteration for `shape` and `dtype`:
+  // "S2.1:8x4:BFloat16" for the third symmetric Allocate, in iteration 1.
+  std::string bufferKey(
+      const char* prefix,
+      int64_t number,
+      at::IntArrayRef shape,
+      at::ScalarType dtype) const {
+    std::string key = prefix + std::to_string(number);
+    for (int64_t i : iteration_) {
+      key += "." + std::to_string(i);
+    }
+    for (size_t a = 0; a < shape.size(); ++a) {
+      key += (a == 0 ? ":" : "x") + std::to_string(shape[a]);
+    }
+    key += ":";
+    key += c10::toString(dtype);
+    return key;
+  }
+
   // A symmetric buffer of `shape`, the same one at each run of `alloc` in
   // the same loop iteration, and in every program of the fusion whose
   // symmetric Allocate of the same number asks for the same shape and dtype
@@ -252,15 +272,8 @@ class Interpreter {
     const auto number = tables_.symmetric_numbers.find(alloc);
     MDF_CHECK(
         number != tables_.symmetric_numbers.end(), "an unnumbered Allocate");
-    std::string key = "S" + std::to_string(number->second);
-    for (int64_t i : iteration_) {
-      key += "." + std::to_string(i);
-    }
-    for (size_t a = 0; a < shape.size(); ++a) {
-      key += (a == 0 ? ":" : "x") + std::to_string(shape[a]);
-    }
-    key += ":";
-    key += c10::toString(toScalarType(alloc->buffer()->dtype()));
+    std::string key = bufferKey(
+        "S", number->second, shape, toScalarType(alloc->buffer()->dtype()));
     // The order of the axes in memory: peers write into this buffer as
     // their program lays it out, so two layouts never share one.
     for (size_t a = 0; a < alloc->strideOrder().size(); ++a) {
@@ -283,15 +296,8 @@ class Interpreter {
     const auto found = tables_.fused.find(fused);
     MDF_CHECK(found != tables_.fused.end(), "an unnumbered AllgatherLinear");
     const at::Tensor& in = tensor(fused->in());
-    std::string key = "AllgatherLinear" + std::to_string(found->second.number);
-    for (int64_t i : iteration_) {
-      key += "." + std::to_string(i);
-    }
-    for (int64_t a = 0; a < in.dim(); ++a) {
-      key += (a == 0 ? ":" : "x") + std::to_string(in.size(a));
-    }
-    key += ":";
-    key += c10::toString(in.scalar_type());
+    const std::string key = bufferKey(
+        "AllgatherLinear", found->second.number, in.sizes(), in.scalar_type());
     fusedAllgatherLinear(
         cuda(),
         fused->team(),
