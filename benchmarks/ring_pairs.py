@@ -11,8 +11,8 @@ replayed as CUDA graphs, else a collective per stream chunk), mdfuser_ring
 (rings of point-to-point moves on NCCL or Gloo), mdfuser_cuda (the rings on
 copy engines, statement by statement), mdfuser_graph and mdfuser_cuda_graph
 (NCCL's collectives and the CUDA backend's rings replayed as CUDA graphs),
-mdfuser_fused (ag_linear: the allgather + GEMM kernel of sm_90a,
-_enable_options=["fused_matmul_communication"]), torch_fused (PyTorch's
+mdfuser_fused (the allgather + GEMM and GEMM + reduce-scatter kernels of
+sm_90a, _enable_options=["fused_matmul_communication"]), torch_fused (PyTorch's
 async-TP ops),
 torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 
@@ -243,8 +243,8 @@ def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str
     )
     skipped = {}
     if cuda and d > 1 and torch.cuda.get_device_capability() == (9, 0):
-        # The allgather + GEMM kernel (sm_90a; ag_linear only), which CUDA
-        # graphs do not replay yet.
+        # The allgather + GEMM and GEMM + reduce-scatter kernels (sm_90a),
+        # which CUDA graphs do not replay yet.
         runnable["mdfuser_fused"] = {
             "backend": CommunicatorBackend.cuda,
             "_enable_options": [FUSED],
@@ -396,9 +396,6 @@ class Bench:
                 fd = first if variant == "mdfuser" else pair.define(s)
                 run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
                 asked = kwargs.get("_enable_options", [])
-                if FUSED in asked and pair.name != "ag_linear":
-                    self.skip(name, "no fused kernel for this pair yet")
-                    continue
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()
                 # The variants that ask for rings (the default has them only
@@ -407,9 +404,11 @@ class Bench:
                     kwargs.get("backend") == CommunicatorBackend.cuda
                     or "ring_decomposition" in asked
                 )
-                mark = "AllgatherLinear" if FUSED in asked else "CollectivePermute"
+                mark = "CollectivePermute"
+                if FUSED in asked:
+                    mark = "AllgatherLinear" if pair.name == "ag_linear" else "LinearReduceScatter"
                 if ringed and not self.has_ring(fd.last_host_ir(), mark):
-                    self.skip(name, "the program has no ring (CollectivePermute)")
+                    self.skip(name, f"the program has no {mark}")
                     continue
                 if expected is None:  # the output's layout is known once it ran
                     expected = shard_tensor(full, fd.output_tensors()[0])

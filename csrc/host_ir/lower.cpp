@@ -263,7 +263,7 @@ class Lowerer {
     partials_.emplace(
         linear->out(),
         DeferredPartials{
-            operand(linear->in()), operand(linear->weight()), axis});
+            linear, operand(linear->in()), operand(linear->weight()), axis});
     return true;
   }
 
@@ -299,6 +299,20 @@ class Lowerer {
           p.axis,
           extent,
           apart ? operand(bufferLike(consumer)) : out);
+      return true;
+    }
+    // Outside Stream loops only, as for AllgatherLinear (lowerGatherRing).
+    if (loop_ == nullptr && fusesLinearReduceScatter(
+                                options_.fused_matmul_communication,
+                                whyFusedKernelsUnusable(options_).empty(),
+                                linearReduceScatterPair(
+                                    p.linear,
+                                    consumer,
+                                    static_cast<int64_t>(team.size()),
+                                    p.axis,
+                                    extentInScope(p.linear->in(), p.axis)))) {
+      scope_->pushBack(
+          hic_.create<LinearReduceScatter>(team, p.in, p.weight, out));
       return true;
     }
     if (options_.direct_reduce_scatter && team.size() > 2) {
@@ -573,9 +587,10 @@ class Lowerer {
     int64_t axis;
     int64_t out_axis;
   };
-  // A linear deferred to the reduction of its partial sums: its operands and
-  // the axis the ring cuts.
+  // A linear deferred to the reduction of its partial sums: the linear, its
+  // operands and the axis the ring cuts.
   struct DeferredPartials {
+    const LinearOp* linear;
     TensorView* in;
     TensorView* weight;
     int64_t axis;

@@ -33,12 +33,15 @@ struct LoweringOptions {
   // passing sums round the ring.
   bool direct_reduce_scatter = true;
   // Compute an allgather and the linear consuming it (the pair whose ring
-  // is emitAllgatherLinear) with one fused kernel, the AllgatherLinear
-  // statement, instead of the ring. kOn fuses every pair that qualifies
-  // (fusedAllgatherLinearObstacle) and keeps the ring of the others; kAuto
-  // is kOff for now, until a cost model decides. kOn where the kernels are
-  // unusable (a backend other than kCuda, or `fused_kernels_available`
-  // false) is a user error, raised before anything is lowered.
+  // is emitAllgatherLinear), and a linear and the reduce-scatter of its
+  // partial sums (emitLinearReduceScatter's pair), with one fused kernel
+  // each, the AllgatherLinear and LinearReduceScatter statements, instead
+  // of the ring. kOn fuses every pair that qualifies
+  // (fusedAllgatherLinearObstacle, fusedLinearReduceScatterObstacle) and
+  // keeps the ring of the others; kAuto is kOff for now, until a cost model
+  // decides. kOn where the kernels are unusable (a backend other than
+  // kCuda, or `fused_kernels_available` false) is a user error, raised
+  // before anything is lowered.
   FusedMatmulChoice fused_matmul_communication = FusedMatmulChoice::kOff;
   // Whether this device and build have the fused kernels
   // (fusedMatmulKernelsAvailable in runtime/fused_matmul.h), set by the
@@ -51,8 +54,9 @@ struct LoweringOptions {
 // backend, which moves data only point to point.
 bool makesRings(const LoweringOptions& options);
 
-// Why lowering with `options` cannot emit AllgatherLinear statements (a
-// backend other than kCuda, no fused kernels), or empty when it can.
+// Why lowering with `options` cannot emit AllgatherLinear and
+// LinearReduceScatter statements (a backend other than kCuda, no fused
+// kernels), or empty when it can.
 std::string whyFusedKernelsUnusable(const LoweringOptions& options);
 
 // Lowers a fusion that went through runFusionPasses into the host program
@@ -70,8 +74,8 @@ std::string whyFusedKernelsUnusable(const LoweringOptions& options);
 //  - operations on meshes without this device, and communications it takes
 //    no part in, are left out;
 //  - with `ring_decomposition`, the pairs listed there become rings, and
-//    with `fused_matmul_communication` the allgather + linear pairs one
-//    AllgatherLinear each.
+//    with `fused_matmul_communication` the allgather + linear and linear +
+//    reduce-scatter pairs one AllgatherLinear or LinearReduceScatter each.
 // The program has no allocations and no stream handling yet: the host passes
 // add them.
 std::unique_ptr<HostIrContainer> lowerToHostIr(

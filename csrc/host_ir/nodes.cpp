@@ -472,8 +472,9 @@ std::string Communication::toString() const {
   return s + ", backend=" + std::string(backendName(backend_)) + ")";
 }
 
-AllgatherLinear::AllgatherLinear(
+FusedMatmulCommunication::FusedMatmulCommunication(
     IrContainer* container,
+    std::string_view op,
     std::vector<int64_t> team,
     TensorView* in,
     TensorView* weight,
@@ -484,34 +485,69 @@ AllgatherLinear::AllgatherLinear(
       axis_(axis) {
   MDF_CHECK(
       team_.size() >= 2,
-      "an AllgatherLinear gathers over two devices or more, got team ",
+      "an ",
+      op,
+      " runs over two devices or more, got team ",
       teamString(team_));
-  MDF_CHECK(
-      axis_ == 0, "an AllgatherLinear gathers rows (axis 0), not ", axis_);
+  MDF_CHECK(axis_ == 0, "an ", op, " cuts rows (axis 0), not ", axis_);
   MDF_CHECK(
       out != in && out != weight,
-      "an AllgatherLinear writes a buffer of its own: ",
+      "an ",
+      op,
+      " writes a buffer of its own: ",
       out->toString());
 }
 
-TensorView* AllgatherLinear::in() const {
+TensorView* FusedMatmulCommunication::in() const {
   return static_cast<TensorView*>(input(0));
 }
 
-TensorView* AllgatherLinear::weight() const {
+TensorView* FusedMatmulCommunication::weight() const {
   return static_cast<TensorView*>(input(1));
 }
 
-TensorView* AllgatherLinear::out() const {
+TensorView* FusedMatmulCommunication::out() const {
   return static_cast<TensorView*>(output(0));
 }
 
-std::string AllgatherLinear::toString() const {
-  // The only kernel so far: Hopper's (sm_90a).
-  return out()->toString() + " = AllgatherLinear(" + in()->toString() + ", " +
-         weight()->toString() + ", team=" + teamString(team_) +
-         ", kernel=sm90)";
+std::string FusedMatmulCommunication::toString() const {
+  // The only kernels so far: Hopper's (sm_90a).
+  return out()->toString() + " = " + std::string(opName()) + "(" +
+         in()->toString() + ", " + weight()->toString() +
+         ", team=" + teamString(team_) + ", kernel=sm90)";
 }
+
+AllgatherLinear::AllgatherLinear(
+    IrContainer* container,
+    std::vector<int64_t> team,
+    TensorView* in,
+    TensorView* weight,
+    TensorView* out,
+    int64_t axis)
+    : FusedMatmulCommunication(
+          container,
+          "AllgatherLinear",
+          std::move(team),
+          in,
+          weight,
+          out,
+          axis) {}
+
+LinearReduceScatter::LinearReduceScatter(
+    IrContainer* container,
+    std::vector<int64_t> team,
+    TensorView* in,
+    TensorView* weight,
+    TensorView* out,
+    int64_t axis)
+    : FusedMatmulCommunication(
+          container,
+          "LinearReduceScatter",
+          std::move(team),
+          in,
+          weight,
+          out,
+          axis) {}
 
 namespace {
 

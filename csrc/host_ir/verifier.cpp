@@ -195,7 +195,8 @@ class Verifier {
         state.pending.insert(comm);
         continue;
       }
-      if (const auto* fused = dynamic_cast<const AllgatherLinear*>(expr)) {
+      if (const auto* fused =
+              dynamic_cast<const FusedMatmulCommunication*>(expr)) {
         // Its moves end within the statement: nothing stays pending.
         checkPendingPermutes(expr, state);
         checkTensor(fused->in(), state, expr);

@@ -10,9 +10,9 @@
 
 #include <cuda_runtime_api.h>
 
-namespace mdfuser::kernels {
+#include "kernels/gemm_dtype.h"
 
-enum class GemmDtype { kBFloat16, kHalf };
+namespace mdfuser::kernels {
 
 // Where the rows of the gathered operand come from, and how long to wait
 // for them.

@@ -9,14 +9,7 @@
 // computed meanwhile.
 #include "kernels/allgather_gemm.h"
 
-#include <cutlass/cutlass.h>
-#include <cutlass/gemm/device/gemm_universal_adapter.h>
-#include <cute/tensor.hpp>
-#include <cutlass/epilogue/collective/collective_builder.hpp>
-#include <cutlass/gemm/collective/collective_builder.hpp>
-#include <cutlass/gemm/kernel/gemm_universal.hpp>
-#include <cutlass/gemm/kernel/tile_scheduler.hpp>
-#include <cutlass/util/packed_stride.hpp>
+#include "kernels/sm90_gemm.cuh"
 
 namespace mdfuser::kernels {
 namespace {
@@ -40,9 +33,7 @@ __device__ bool waitForMember(
       asm volatile("fence.proxy.async.global;" ::: "memory");
       return true;
     }
-    uint64_t now = 0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now > deadline) {
+    if (sm90::globalTimer() > deadline) {
       *reinterpret_cast<volatile int32_t*>(arrivals.status) = member + 1;
       __threadfence_system();
       return false;
@@ -146,9 +137,7 @@ class ArrivalTileScheduler : public PersistentTileSchedulerSm90 {
       return tile;
     }
     const int64_t last_row = cute::min(first_row + params_.tile_rows, rows) - 1;
-    uint64_t now = 0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    const uint64_t deadline = now + uint64_t(a.timeout_ns);
+    const uint64_t deadline = sm90::globalTimer() + uint64_t(a.timeout_ns);
     for (int64_t member = first_row / a.rows_per_member;
          member <= last_row / a.rows_per_member;
          ++member) {
@@ -188,115 +177,29 @@ struct TileSchedulerSelector<
 namespace mdfuser::kernels {
 namespace {
 
-using namespace cute;
+sm90::Problem problemOf(const AllgatherGemmArgs& args) {
+  return {
+      args.gathered,
+      args.weight,
+      args.out,
+      args.m,
+      args.n,
+      args.k,
+      args.device};
+}
 
-// gathered[M, K] (row-major) times weight[N, K] (row-major, so a K-major
-// B), out[M, N] row-major; fp32 accumulation; two consumer warpgroups
-// sharing each tile. Large problems take 128 × 256 tiles in clusters of two
-// along M (which share each B tile by multicast), problems of fewer tiles
-// than SMs 128 × 128 tiles alone, which keep more SMs busy.
-template <class Element, class TileShape, class ClusterShape>
-struct AllgatherGemm {
-  using LayoutA = cutlass::layout::RowMajor;
-  using LayoutB = cutlass::layout::ColumnMajor;
-  using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlignment = 16 / sizeof(Element);
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90,
-      cutlass::arch::OpClassTensorOp,
-      TileShape,
-      ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto,
-      float,
-      float,
-      void,
-      LayoutD,
-      kAlignment,
-      Element,
-      LayoutD,
-      kAlignment,
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90,
-      cutlass::arch::OpClassTensorOp,
-      Element,
-      LayoutA,
-      kAlignment,
-      Element,
-      LayoutB,
-      kAlignment,
-      float,
-      TileShape,
-      ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<
-      Shape<int, int, int, int>,
-      Mainloop,
-      Epilogue,
-      ArrivalScheduler>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-
-  static typename Gemm::Arguments arguments(const AllgatherGemmArgs& args) {
-    const int m = static_cast<int>(args.m);
-    const int n = static_cast<int>(args.n);
-    const int k = static_cast<int>(args.k);
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    using StrideD = typename Kernel::StrideD;
-    cutlass::KernelHardwareInfo hw_info;
-    hw_info.device_id = args.device;
-    hw_info.sm_count =
-        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-            args.device);
-    typename Gemm::Arguments arguments{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {m, n, k, 1},
-        {static_cast<const Element*>(args.gathered),
-         cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
-         static_cast<const Element*>(args.weight),
-         cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
-        {{1.0f, 0.0f},
-         nullptr,
-         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1}),
-         static_cast<Element*>(args.out),
-         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
-        hw_info};
+// The GEMM's arguments, the scheduler's among them.
+template <class Gemm>
+auto argumentsOf(Gemm, const AllgatherGemmArgs& args) {
+  return Gemm::arguments(problemOf(args), [&](auto& scheduler) {
     // Along N: a CTA's consecutive tiles share rows, and the rows come in
     // member by member.
-    arguments.scheduler.raster_order =
-        ArrivalTileScheduler::RasterOrderOptions::AlongN;
-    arguments.scheduler.max_swizzle_size = 1;
-    arguments.scheduler.arrivals = args.arrivals;
-    arguments.scheduler.tile_rows = size<0>(TileShape{});
-    return arguments;
-  }
-
-  static size_t workspaceBytes(const AllgatherGemmArgs& args) {
-    return Gemm::get_workspace_size(arguments(args));
-  }
-
-  static cudaError_t run(
-      const AllgatherGemmArgs& args, void* workspace, cudaStream_t stream) {
-    Gemm gemm;
-    const typename Gemm::Arguments a = arguments(args);
-    if (gemm.can_implement(a) != cutlass::Status::kSuccess) {
-      return cudaErrorInvalidValue;
-    }
-    if (gemm.initialize(a, workspace, stream) != cutlass::Status::kSuccess) {
-      return cudaErrorInvalidValue;
-    }
-    if (gemm.run(stream) != cutlass::Status::kSuccess) {
-      const cudaError_t error = cudaGetLastError();
-      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
-    }
-    return cudaSuccess;
-  }
-};
+    scheduler.raster_order = ArrivalTileScheduler::RasterOrderOptions::AlongN;
+    scheduler.max_swizzle_size = 1;
+    scheduler.arrivals = args.arrivals;
+    scheduler.tile_rows = Gemm::kTileRows;
+  });
+}
 
 } // namespace
 
@@ -319,47 +222,19 @@ std::string allgatherGemmRefusal(const AllgatherGemmArgs& args) {
   return "";
 }
 
-namespace {
-
-using SmallTiles = Shape<_128, _128, _64>;
-using LargeTiles = Shape<_128, _256, _64>;
-using Alone = Shape<_1, _1, _1>;
-using PairsAlongM = Shape<_2, _1, _1>;
-
-// Whether the problem fills the GPU with 128 × 256 tiles.
-bool largeTiles(const AllgatherGemmArgs& args) {
-  const int sms =
-      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-          args.device);
-  return ((args.m + 127) / 128) * ((args.n + 255) / 256) >= sms;
-}
-
-// Calls fn with the kernel of the problem's dtype and tile shape.
-template <class Fn>
-auto withKernel(const AllgatherGemmArgs& args, Fn&& fn) {
-  const bool large = largeTiles(args);
-  if (args.dtype == GemmDtype::kBFloat16) {
-    return large ? fn(AllgatherGemm<
-                       cutlass::bfloat16_t,
-                       LargeTiles,
-                       PairsAlongM>{})
-                 : fn(AllgatherGemm<cutlass::bfloat16_t, SmallTiles, Alone>{});
-  }
-  return large ? fn(AllgatherGemm<cutlass::half_t, LargeTiles, PairsAlongM>{})
-               : fn(AllgatherGemm<cutlass::half_t, SmallTiles, Alone>{});
-}
-
-} // namespace
-
 size_t allgatherGemmWorkspaceBytes(const AllgatherGemmArgs& args) {
-  return withKernel(
-      args, [&](auto kernel) { return kernel.workspaceBytes(args); });
+  return sm90::withGemm<ArrivalScheduler>(
+      args.dtype, problemOf(args), [&](auto gemm) {
+        return decltype(gemm)::workspaceBytes(argumentsOf(gemm, args));
+      });
 }
 
 cudaError_t launchAllgatherGemm(
     const AllgatherGemmArgs& args, void* workspace, cudaStream_t stream) {
-  return withKernel(
-      args, [&](auto kernel) { return kernel.run(args, workspace, stream); });
+  return sm90::withGemm<ArrivalScheduler>(
+      args.dtype, problemOf(args), [&](auto gemm) {
+        return decltype(gemm)::run(argumentsOf(gemm, args), workspace, stream);
+      });
 }
 
 } // namespace mdfuser::kernels

@@ -15,9 +15,11 @@ bool kernelDtype(DataType dtype) {
   return dtype == DataType::BFloat16 || dtype == DataType::Half;
 }
 
-} // namespace
-
-std::string fusedAllgatherLinearObstacle(const AllgatherLinearPair& pair) {
+// The obstacles both kernels share, in the order they are named; `axes` is
+// the kernel's own obstacle of axes, empty when there is none, named after
+// the ranks.
+std::string linearObstacle(
+    const FusedLinearPair& pair, const std::string& axes) {
   if (pair.team_size < 2) {
     return detail::concat(
         "its team has ", pair.team_size, " device; it needs two or more");
@@ -35,13 +37,8 @@ std::string fusedAllgatherLinearObstacle(const AllgatherLinearPair& pair) {
         pair.out_rank,
         "-D");
   }
-  if (pair.axis != 0 || pair.out_axis != 0) {
-    return detail::concat(
-        "the kernel gathers rows (axis 0), got axis ",
-        pair.axis,
-        " of the input and ",
-        pair.out_axis,
-        " of the output");
+  if (!axes.empty()) {
+    return axes;
   }
   if (!kernelDtype(pair.in_dtype) || pair.weight_dtype != pair.in_dtype ||
       pair.out_dtype != pair.in_dtype) {
@@ -65,11 +62,71 @@ std::string fusedAllgatherLinearObstacle(const AllgatherLinearPair& pair) {
   return "";
 }
 
+bool fuses(FusedMatmulChoice choice, bool usable, const std::string& obstacle) {
+  // kAuto waits for a cost model: until then it fuses nothing.
+  return choice == FusedMatmulChoice::kOn && usable && obstacle.empty();
+}
+
+// Fills `pair` from `linear` and the pair's output `out` (the linear's, or
+// the collective's after it).
+void describeLinear(
+    FusedLinearPair& pair,
+    const LinearOp* linear,
+    const TensorView* out,
+    int64_t team_size,
+    const Scalar* rows) {
+  auto rank = [](const TensorView* tv) {
+    return static_cast<int64_t>(tv->logicalNoReductions().size());
+  };
+  pair.team_size = team_size;
+  pair.in_rank = rank(linear->in());
+  pair.weight_rank = rank(linear->weight());
+  pair.out_rank = rank(out);
+  pair.bias = linear->bias() != nullptr;
+  pair.in_dtype = linear->in()->dtype();
+  pair.weight_dtype = linear->weight()->dtype();
+  pair.out_dtype = out->dtype();
+  if (rows != nullptr && rows->isConst()) {
+    pair.rows = rows->value();
+  }
+}
+
+} // namespace
+
+std::string fusedAllgatherLinearObstacle(const AllgatherLinearPair& pair) {
+  return linearObstacle(
+      pair,
+      pair.axis == 0 && pair.out_axis == 0
+          ? ""
+          : detail::concat(
+                "the kernel gathers rows (axis 0), got axis ",
+                pair.axis,
+                " of the input and ",
+                pair.out_axis,
+                " of the output"));
+}
+
+std::string fusedLinearReduceScatterObstacle(
+    const LinearReduceScatterPair& pair) {
+  return linearObstacle(
+      pair,
+      pair.axis == 0 ? ""
+                     : detail::concat(
+                           "the kernel scatters rows (axis 0), got axis ",
+                           pair.axis,
+                           " of the output"));
+}
+
 bool fusesAllgatherLinear(
     FusedMatmulChoice choice, bool usable, const AllgatherLinearPair& pair) {
-  // kAuto waits for a cost model: until then it fuses nothing.
-  return choice == FusedMatmulChoice::kOn && usable &&
-         fusedAllgatherLinearObstacle(pair).empty();
+  return fuses(choice, usable, fusedAllgatherLinearObstacle(pair));
+}
+
+bool fusesLinearReduceScatter(
+    FusedMatmulChoice choice,
+    bool usable,
+    const LinearReduceScatterPair& pair) {
+  return fuses(choice, usable, fusedLinearReduceScatterObstacle(pair));
 }
 
 void checkFusedMatmulRequest(
@@ -77,7 +134,8 @@ void checkFusedMatmulRequest(
   MDF_USER_CHECK(
       choice != FusedMatmulChoice::kOn || why_unusable.empty(),
       "_enable_options=[\"fused_matmul_communication\"] asks for the fused "
-      "allgather + linear kernel, which this run cannot have: ",
+      "allgather + linear and linear + reduce-scatter kernels, which this "
+      "run cannot have: ",
       why_unusable);
 }
 
@@ -87,23 +145,10 @@ AllgatherLinearPair allgatherLinearPair(
     int64_t axis,
     int64_t out_axis,
     const Scalar* rows) {
-  auto rank = [](const TensorView* tv) {
-    return static_cast<int64_t>(tv->logicalNoReductions().size());
-  };
   AllgatherLinearPair pair;
-  pair.team_size = team_size;
-  pair.in_rank = rank(linear->in());
-  pair.weight_rank = rank(linear->weight());
-  pair.out_rank = rank(linear->out());
+  describeLinear(pair, linear, linear->out(), team_size, rows);
   pair.axis = axis;
   pair.out_axis = out_axis;
-  pair.bias = linear->bias() != nullptr;
-  pair.in_dtype = linear->in()->dtype();
-  pair.weight_dtype = linear->weight()->dtype();
-  pair.out_dtype = linear->out()->dtype();
-  if (rows != nullptr && rows->isConst()) {
-    pair.rows = rows->value();
-  }
   return pair;
 }
 
@@ -146,6 +191,47 @@ std::optional<AllgatherLinearPair> allgatherLinearPairOf(
     }
   }
   return std::nullopt;
+}
+
+LinearReduceScatterPair linearReduceScatterPair(
+    const LinearOp* linear,
+    const TensorView* out,
+    int64_t team_size,
+    int64_t axis,
+    const Scalar* rows) {
+  LinearReduceScatterPair pair;
+  describeLinear(pair, linear, out, team_size, rows);
+  pair.axis = axis;
+  return pair;
+}
+
+std::optional<LinearReduceScatterPair> linearReduceScatterPairOf(
+    const TensorOp* sum) {
+  if (sum->type() != OpType::Sum || !isDeviceSum(sum)) {
+    return std::nullopt;
+  }
+  const TensorView* partials = sum->tensorInputs().front();
+  const auto* linear = dynamic_cast<const LinearOp*>(partials->definition());
+  if (linear == nullptr || linear->outFeatureAxes() != 1 ||
+      partials->uses().size() != 1 || !partials->hasDeviceMesh() ||
+      !sum->out()->hasDeviceMesh()) {
+    return std::nullopt;
+  }
+  const Resharding r = chooseResharding(sum);
+  if (r.kind != Resharding::Kind::kCollective ||
+      r.type != CommunicationType::ReduceScatter || r.axis < 0) {
+    return std::nullopt;
+  }
+  const std::vector<IterDomain*> in_ids = linear->in()->logicalNoReductions();
+  if (r.axis + 1 >= static_cast<int64_t>(in_ids.size())) {
+    return std::nullopt;
+  }
+  return linearReduceScatterPair(
+      linear,
+      sum->out(),
+      sum->out()->deviceMesh()->size(r.parallel_type),
+      r.axis,
+      in_ids[r.axis]->extent());
 }
 
 } // namespace mdfuser

@@ -92,14 +92,21 @@ CollectiveCost collectiveCost(const TensorOp* op) {
   }
 }
 
-// Whether the fused kernel computes the allgather `op` with the linear
-// consuming it.
-bool fusedGather(const TensorOp* op, bool fused) {
+// Whether a fused kernel computes the collective `op` with its linear: an
+// allgather with the linear consuming it, or a reduce-scatter with the
+// linear whose partial sums it takes.
+bool fusedCollective(const TensorOp* op, bool fused) {
   if (!fused) {
     return false;
   }
-  const std::optional<AllgatherLinearPair> pair = allgatherLinearPairOf(op);
-  return pair.has_value() && fusedAllgatherLinearObstacle(*pair).empty();
+  const std::optional<AllgatherLinearPair> gather = allgatherLinearPairOf(op);
+  if (gather.has_value()) {
+    return fusedAllgatherLinearObstacle(*gather).empty();
+  }
+  const std::optional<LinearReduceScatterPair> scatter =
+      linearReduceScatterPairOf(op);
+  return scatter.has_value() &&
+         fusedLinearReduceScatterObstacle(*scatter).empty();
 }
 
 // The parts a GEMM `op` runs in when the lowering makes rings of the
@@ -113,7 +120,7 @@ int64_t ringParts(const TensorOp* op, bool fused) {
         tv == nullptr ? nullptr
                       : dynamic_cast<const TensorOp*>(tv->definition());
     if (producer != nullptr && isResharding(producer) &&
-        !fusedGather(producer, fused)) {
+        !fusedCollective(producer, fused)) {
       const auto collective = collectiveOf(producer);
       if (collective.has_value() &&
           collective->first == CommunicationType::Allgather) {
@@ -123,7 +130,8 @@ int64_t ringParts(const TensorOp* op, bool fused) {
   }
   for (const Expr* use : op->out()->uses()) {
     const auto* consumer = dynamic_cast<const TensorOp*>(use);
-    if (consumer != nullptr && isResharding(consumer)) {
+    if (consumer != nullptr && isResharding(consumer) &&
+        !fusedCollective(consumer, fused)) {
       const auto collective = collectiveOf(consumer);
       if (collective.has_value() &&
           (collective->first == CommunicationType::Allreduce ||
@@ -153,7 +161,7 @@ void addOperation(
     bool rings,
     bool fused,
     ChunkWork& work) {
-  if (fusedGather(op, fused)) {
+  if (fusedCollective(op, fused)) {
     // Part of its linear's statement, its moves hidden behind the GEMM.
     return;
   }

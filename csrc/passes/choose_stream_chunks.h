@@ -78,9 +78,10 @@ std::vector<int64_t> candidateChunkCounts(
 // allgather, allreduce or reduce-scatter runs in one part per device of
 // its ring, each part a GEMM of fewer outputs. With `fused` (the fused
 // matmul–communication kernels chosen and usable), an allgather and the
-// linear consuming it that the fused kernel computes
-// (fusedAllgatherLinearObstacle) are one GEMM of the gathered shape, in
-// one part, whose communication the kernel hides.
+// linear consuming it, or a linear and the reduce-scatter of its partial
+// sums, that a fused kernel computes (fusedAllgatherLinearObstacle,
+// fusedLinearReduceScatterObstacle) are one GEMM of the linear's whole
+// shape, in one part, whose communication the kernel hides.
 struct StreamWork {
   double compute = 0;
   double communication = 0;

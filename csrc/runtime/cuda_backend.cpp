@@ -127,7 +127,7 @@ void copyToPeer(
 
 // The flags of one team: for each kind, channel and member that raises it,
 // one uint32 on every member. A permute's: ready, done; a fused
-// allgather's: the place of the raiser's rows is free, they arrived.
+// matmul's: the place of the raiser's rows is free, they arrived.
 struct CudaBackend::Team {
   enum Kind { kReady = 0, kDone = 1, kRowsFree = 2, kRowsArrived = 3 };
   static constexpr int64_t kKinds = 4;
@@ -142,6 +142,16 @@ struct CudaBackend::Team {
 
   int64_t size() const {
     return static_cast<int64_t>(members.size());
+  }
+  // The other members' ranks.
+  std::vector<int64_t> peers() const {
+    std::vector<int64_t> ranks;
+    for (int64_t m = 0; m < size(); ++m) {
+      if (m != me) {
+        ranks.push_back(members[m]);
+      }
+    }
+    return ranks;
   }
   // The flag `kind` of `channel` that `writer` raises, on `holder`.
   CUdeviceptr slot(
@@ -300,13 +310,7 @@ PendingCollective CudaBackend::permute(
     int64_t channel,
     std::shared_ptr<const std::string> what,
     uint64_t run) {
-  MDF_CHECK(
-      channel >= 0 && channel < kChannels,
-      *what,
-      " is posted on stream channel ",
-      channel,
-      "; the CUDA backend serves channels 0 to ",
-      kChannels - 1);
+  checkChannel(channel, *what);
   MDF_CHECK(
       in.dtype() == landing.dtype() && in.numel() == landing.numel(),
       *what,
@@ -363,71 +367,64 @@ PendingCollective CudaBackend::permute(
     return pending;
   }
 
-  Watchdog::Entry entry;
-  entry.finished = [done] { return eventFinished(done); };
   // Built only if the watchdog reports: permutes are posted on every ring
   // step.
-  entry.describe = [ready,
-                    what = std::move(what),
-                    members,
-                    rank = communicator_.rank(),
-                    next_rank = members[next],
-                    previous_rank = members[previous]] {
-    const bool was_ready = cudaEventQuery(ready.get()) == cudaSuccess;
-    (void)cudaGetLastError();
-    const std::string where = detail::concat(
-        "rank ",
-        rank,
-        " in ",
-        *what,
-        " with team ",
-        hir::teamString(members),
-        " on the CUDA backend: waited for rank ");
-    return was_ready
-               ? detail::concat(where, previous_rank, "'s data")
-               : detail::concat(
-                     where,
-                     next_rank,
-                     " to reach the same permute and free its receive buffer");
-  };
-  entry.timeout = communicator_.options().timeout;
-  entry.device = device_.index();
-  entry.peers = {members[next], members[previous]};
-  entry.epoch = buffers_.epoch();
-  entry.run = run;
-  entry.release = releaser();
-  Watchdog::instance().watch(std::move(entry));
+  watch(
+      done,
+      [ready,
+       what = std::move(what),
+       members,
+       rank = communicator_.rank(),
+       next_rank = members[next],
+       previous_rank = members[previous]] {
+        const bool was_ready = cudaEventQuery(ready.get()) == cudaSuccess;
+        (void)cudaGetLastError();
+        const std::string where = detail::concat(
+            "rank ",
+            rank,
+            " in ",
+            *what,
+            " with team ",
+            hir::teamString(members),
+            " on the CUDA backend: waited for rank ");
+        return was_ready
+                   ? detail::concat(where, previous_rank, "'s data")
+                   : detail::concat(
+                         where,
+                         next_rank,
+                         " to reach the same permute and free its receive "
+                         "buffer");
+      },
+      {members[next], members[previous]},
+      run);
   return pending;
 }
 
 CudaBackend::RowPushes CudaBackend::pushRows(
     const std::vector<int64_t>& members,
-    const at::Tensor& in,
+    const std::function<std::vector<RowPush>(int64_t)>& push,
     const at::Tensor& place,
     int64_t channel,
     cudaStream_t stream,
     std::shared_ptr<const std::string> what,
     uint64_t run) {
-  MDF_CHECK(
-      channel >= 0 && channel < kChannels,
-      *what,
-      " uses channel ",
-      channel,
-      "; the CUDA backend serves channels 0 to ",
-      kChannels - 1);
-  MDF_CHECK(
-      in.sizes() == place.sizes() && in.dtype() == place.dtype(),
-      *what,
-      " pushes rows of sizes ",
-      in.sizes(),
-      " into a place of sizes ",
-      place.sizes());
+  checkChannel(channel, *what);
   Team& t = team(members);
   const bool captured = isCapturing(stream);
+  // For the watchdog's report (a capture has none): where the moves were
+  // held up, the push to which member and before which of its steps.
+  struct Step {
+    int64_t to = 0;
+    Event freed;
+    std::vector<Event> counted;
+  };
+  std::vector<Step> steps;
   Event started = captured ? nullptr : t.events.record(stream);
   for (int64_t shift = 1; shift < t.size(); ++shift) {
     const int64_t next = (t.me + shift) % t.size();
     const int64_t previous = (t.me + t.size() - shift) % t.size();
+    Step step;
+    step.to = members[next];
     // This member's place for the previous one's rows is free (the caller
     // ordered this after the kernel that read them); wait until the next
     // one's place for ours is.
@@ -435,8 +432,45 @@ CudaBackend::RowPushes CudaBackend::pushRows(
         stream,
         t.slot(previous, Team::kRowsFree, channel, t.me),
         t.slot(t.me, Team::kRowsFree, channel, next));
-    if (in.numel() > 0) {
-      copyToPeer(in, place, buffers_.peerAddress(place, next), stream);
+    if (!captured) {
+      step.freed = t.events.record(stream);
+    }
+    for (const RowPush& part : push(next)) {
+      MDF_CHECK(
+          part.from.dim() == place.dim() &&
+              part.from.sizes().slice(1) == place.sizes().slice(1) &&
+              part.row_offset >= 0 &&
+              part.row_offset + part.from.size(0) <= place.size(0) &&
+              part.from.dtype() == place.dtype(),
+          *what,
+          " pushes rows of sizes ",
+          part.from.sizes(),
+          " from row ",
+          part.row_offset,
+          " into a place of sizes ",
+          place.sizes());
+      if (part.counter != nullptr) {
+        // The rows are finished once the kernel that writes them has
+        // counted `count` of its tiles; the counter starts again from 0.
+        CUstreamBatchMemOpParams ops[2] = {};
+        ops[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+        ops[0].waitValue.address = address(part.counter);
+        ops[0].waitValue.value = part.count;
+        ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+        ops[1].writeValue.address = address(part.counter);
+        ops[1].writeValue.value = 0;
+        check(batchMemOp()(stream, 2, ops, 0), "cuStreamBatchMemOp");
+        if (!captured) {
+          step.counted.push_back(t.events.record(stream));
+        }
+      }
+      if (part.from.numel() > 0) {
+        const at::Tensor landing =
+            place.narrow(0, part.row_offset, part.from.size(0));
+        copyToPeer(
+            part.from, landing, buffers_.peerAddress(landing, next), stream);
+      }
     }
     CUstreamBatchMemOpParams arrived = {};
     arrived.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
@@ -444,17 +478,97 @@ CudaBackend::RowPushes CudaBackend::pushRows(
         t.slot(next, Team::kRowsArrived, channel, t.me);
     arrived.writeValue.value = 1;
     check(batchMemOp()(stream, 1, &arrived, 0), "cuStreamBatchMemOp");
+    steps.push_back(std::move(step));
   }
   RowPushes pushes;
   pushes.arrived = reinterpret_cast<const uint32_t*>(
       t.slot(t.me, Team::kRowsArrived, channel, 0));
   pushes.done = t.events.record(stream);
-  if (captured) {
-    return pushes;
+  if (!captured) {
+    watch(
+        pushes.done,
+        [started,
+         steps = std::move(steps),
+         what = std::move(what),
+         members,
+         rank = communicator_.rank()] {
+          auto finished = [](const Event& e) {
+            const bool done = cudaEventQuery(e.get()) == cudaSuccess;
+            (void)cudaGetLastError();
+            return done;
+          };
+          std::string where = "waited for the work before its row pushes";
+          if (finished(started)) {
+            where = "its row pushes were held up";
+            for (const Step& step : steps) {
+              if (!finished(step.freed)) {
+                where = detail::concat(
+                    "waited for rank ",
+                    step.to,
+                    " to free its place for this rank's rows");
+                break;
+              }
+              const bool counted = std::all_of(
+                  step.counted.begin(), step.counted.end(), finished);
+              if (!counted) {
+                where = detail::concat(
+                    "waited for this rank's kernel to finish the rows of "
+                    "rank ",
+                    step.to);
+                break;
+              }
+            }
+          }
+          return detail::concat(
+              "rank ",
+              rank,
+              " in ",
+              *what,
+              " with team ",
+              hir::teamString(members),
+              " on the CUDA backend: ",
+              where);
+        },
+        t.peers(),
+        run);
   }
-  Watchdog::Entry entry;
-  entry.finished = [done = pushes.done] { return eventFinished(done); };
-  entry.describe =
+  return pushes;
+}
+
+void CudaBackend::receiveArrivals(
+    const std::vector<int64_t>& members,
+    int64_t channel,
+    cudaStream_t stream,
+    std::shared_ptr<const std::string> what,
+    uint64_t run) {
+  checkChannel(channel, *what);
+  Team& t = team(members);
+  const bool captured = isCapturing(stream);
+  Event started = captured ? nullptr : t.events.record(stream);
+  std::vector<CUstreamBatchMemOpParams> ops;
+  for (int64_t m = 0; m < t.size(); ++m) {
+    if (m == t.me) {
+      continue;
+    }
+    CUstreamBatchMemOpParams wait = {};
+    wait.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    wait.waitValue.address = t.slot(t.me, Team::kRowsArrived, channel, m);
+    wait.waitValue.value = 1;
+    // At least 1: a released flag (CudaBackend::releaser) holds more.
+    wait.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+    ops.push_back(wait);
+  }
+  if (!ops.empty()) {
+    check(
+        batchMemOp()(stream, static_cast<unsigned>(ops.size()), ops.data(), 0),
+        "cuStreamBatchMemOp");
+  }
+  clearArrivals(members, channel, stream);
+  if (captured) {
+    return;
+  }
+  watch(
+      t.events.record(stream),
       [started, what = std::move(what), members, rank = communicator_.rank()] {
         const bool began = cudaEventQuery(started.get()) == cudaSuccess;
         (void)cudaGetLastError();
@@ -466,21 +580,38 @@ CudaBackend::RowPushes CudaBackend::pushRows(
             " with team ",
             hir::teamString(members),
             " on the CUDA backend: ",
-            began ? "waited for a peer to free its place for this rank's rows"
-                  : "waited for the work before its row pushes");
-      };
+            began ? "waited for the peers' rows"
+                  : "waited for the work before receiving the peers' rows");
+      },
+      t.peers(),
+      run);
+}
+
+void CudaBackend::watch(
+    std::shared_ptr<CUevent_st> done,
+    std::function<std::string()> describe,
+    std::vector<int64_t> peers,
+    uint64_t run) {
+  Watchdog::Entry entry;
+  entry.finished = [done = std::move(done)] { return eventFinished(done); };
+  entry.describe = std::move(describe);
   entry.timeout = communicator_.options().timeout;
   entry.device = device_.index();
-  for (int64_t m = 0; m < t.size(); ++m) {
-    if (m != t.me) {
-      entry.peers.push_back(members[m]);
-    }
-  }
+  entry.peers = std::move(peers);
   entry.epoch = buffers_.epoch();
   entry.run = run;
   entry.release = releaser();
   Watchdog::instance().watch(std::move(entry));
-  return pushes;
+}
+
+void CudaBackend::checkChannel(int64_t channel, const std::string& what) {
+  MDF_CHECK(
+      channel >= 0 && channel < kChannels,
+      what,
+      " is posted on channel ",
+      channel,
+      "; the CUDA backend serves channels 0 to ",
+      kChannels - 1);
 }
 
 void CudaBackend::clearArrivals(
@@ -581,7 +712,7 @@ PendingCollective CudaBackend::permute(
 
 CudaBackend::RowPushes CudaBackend::pushRows(
     const std::vector<int64_t>&,
-    const at::Tensor&,
+    const std::function<std::vector<RowPush>(int64_t)>&,
     const at::Tensor&,
     int64_t,
     CUstream_st*,
@@ -592,6 +723,15 @@ CudaBackend::RowPushes CudaBackend::pushRows(
 
 void CudaBackend::clearArrivals(
     const std::vector<int64_t>&, int64_t, CUstream_st*) {
+  MDF_UNREACHABLE();
+}
+
+void CudaBackend::receiveArrivals(
+    const std::vector<int64_t>&,
+    int64_t,
+    CUstream_st*,
+    std::shared_ptr<const std::string>,
+    uint64_t) {
   MDF_UNREACHABLE();
 }
 

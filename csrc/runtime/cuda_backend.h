@@ -51,6 +51,8 @@ class Communicator;
 // communicator's timeout is reported by a watchdog thread, naming the rank,
 // the peer and the operation, and ends the process (the stream cannot be
 // unblocked), as NCCL's watchdog does.
+class FusedStatements;
+
 class CudaBackend {
  public:
   CudaBackend(Communicator& communicator, c10::Device device);
@@ -85,21 +87,31 @@ class CudaBackend {
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
 
-  // The moves of a fused allgather (runtime/fused_matmul.h), posted on
-  // `stream` over `team` on `channel`: for j = 1 .. d - 1, once the member
-  // j places on has freed the place (its previous kernel read it), `in`
-  // goes into that member's copy of `place` (a view of a symmetric buffer,
-  // this member's rows of the gathered operand) and this member's arrival
-  // flag rises there. Returns this member's arrival flags of `channel`, one
-  // uint32 per member in team order, which the kernel waits on and
-  // clearArrivals clears; and an event after the moves.
+  // The moves of a fused matmul (runtime/fused_matmul.h), posted on
+  // `stream` over `team` on `channel`: for j = 1 .. d - 1, the member j
+  // places on, `to`, gets the pushes `push(to)`, once `to` has freed the
+  // place (its previous kernel read it): each push's rows go into `to`'s
+  // copy of `place` (a view of a symmetric buffer) from its row
+  // `row_offset` on, after, where the push has a counter, the counter
+  // (this member's device memory, which a kernel raises) reaches its count
+  // (it is then cleared); then this member's arrival flag rises there.
+  // Returns this member's arrival flags of `channel`, one uint32 per
+  // member in team order, and an event after the moves. A kernel waits on
+  // the flags and clearArrivals clears them, or receiveArrivals does both
+  // on a stream.
+  struct RowPush {
+    at::Tensor from;
+    int64_t row_offset = 0;
+    uint32_t* counter = nullptr;
+    uint32_t count = 0;
+  };
   struct RowPushes {
     const uint32_t* arrived = nullptr;
     std::shared_ptr<CUevent_st> done;
   };
   RowPushes pushRows(
       const std::vector<int64_t>& team,
-      const at::Tensor& in,
+      const std::function<std::vector<RowPush>(int64_t to)>& push,
       const at::Tensor& place,
       int64_t channel,
       CUstream_st* stream,
@@ -110,6 +122,14 @@ class CudaBackend {
   // the peers that their places are free).
   void clearArrivals(
       const std::vector<int64_t>& team, int64_t channel, CUstream_st* stream);
+  // Makes `stream` wait until every peer's rows of `channel` have arrived,
+  // then clears the flags; the watchdog bounds the wait.
+  void receiveArrivals(
+      const std::vector<int64_t>& team,
+      int64_t channel,
+      CUstream_st* stream,
+      std::shared_ptr<const std::string> what,
+      uint64_t run);
 
   // Lets the moves of this backend's teams run to their end without their
   // peers, when a rank's failure ended their epoch
@@ -125,6 +145,13 @@ class CudaBackend {
   // to call after the backend is gone (it does nothing then).
   std::function<bool()> releaser() const;
 
+  // What the fused matmul statements run through this backend keep
+  // between runs (runtime/fused_matmul.cpp): created by their first run,
+  // destroyed with the backend, before its symmetric buffers.
+  std::shared_ptr<FusedStatements>& fusedStatements() {
+    return fused_statements_;
+  }
+
  private:
   struct Team;
   struct Release;
@@ -136,12 +163,14 @@ class CudaBackend {
       std::function<std::string()> describe,
       std::vector<int64_t> peers,
       uint64_t run);
+  static void checkChannel(int64_t channel, const std::string& what);
 
   Communicator& communicator_;
   c10::Device device_;
   SymmetricBuffers buffers_;
   std::map<std::vector<int64_t>, std::unique_ptr<Team>> teams_;
   std::shared_ptr<Release> release_;
+  std::shared_ptr<FusedStatements> fused_statements_;
 };
 
 // Whether this build of mdfuser can run the CUDA backend.

@@ -36,11 +36,14 @@ void checkStatement(const Expr* expr) {
         "same: ",
         op->toString());
   }
-  MDF_USER_CHECK(
-      dynamic_cast<const hir::AllgatherLinear*>(expr) == nullptr,
-      "the cuda_graph option does not replay the fused allgather + linear "
-      "kernel yet (fused_matmul_communication); ask for one of the two: ",
-      expr->toString());
+  if (const auto* fused =
+          dynamic_cast<const hir::FusedMatmulCommunication*>(expr)) {
+    MDF_USER_ERROR(
+        "the cuda_graph option does not replay the fused ",
+        fused->pairName(),
+        " kernel yet (fused_matmul_communication); ask for one of the two: ",
+        expr->toString());
+  }
 }
 
 } // namespace
@@ -70,7 +73,8 @@ bool useCudaGraphsByDefault(
     } else if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
       replayable = replayable && op->type() != OpType::Uniform &&
                    op->type() != OpType::Normal;
-    } else if (dynamic_cast<const hir::AllgatherLinear*>(expr) != nullptr) {
+    } else if (
+        dynamic_cast<const hir::FusedMatmulCommunication*>(expr) != nullptr) {
       // Not replayed yet (checkCudaGraphs).
       replayable = false;
     }

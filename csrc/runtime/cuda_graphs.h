@@ -125,7 +125,8 @@ class ProgramGraphs {
 
 // The user errors of the cuda_graph option, raised when `program` is
 // compiled: CPU tensors, random numbers drawn anew at every run (a replay
-// would draw the same), and the fused AllgatherLinear (not replayed yet).
+// would draw the same), and the fused AllgatherLinear and
+// LinearReduceScatter (not replayed yet).
 void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 
 // Whether execute replays `program` as CUDA graphs when the cuda_graph
@@ -137,7 +138,8 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 // slower (doc/runtime.md#cuda-graphs); NCCL's collectives gained no GPU
 // time replayed, and programs without communication are left as the
 // caller's (torch.cuda.graphs captures them whole). A program with a fused
-// AllgatherLinear is not replayed (checkCudaGraphs refuses it).
+// AllgatherLinear or LinearReduceScatter is not replayed (checkCudaGraphs
+// refuses it).
 bool useCudaGraphsByDefault(
     const hir::HostIrContainer& program, c10::Device device);
 

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <numeric>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -190,7 +192,8 @@ class Interpreter {
         runWait(static_cast<const hir::Wait*>(expr));
         return;
       case S::kAllgatherLinear:
-        runAllgatherLinear(static_cast<const hir::AllgatherLinear*>(expr));
+      case S::kLinearReduceScatter:
+        runFused(static_cast<const hir::FusedMatmulCommunication*>(expr), kind);
         return;
       case S::kCompute:
         runCompute(static_cast<const TensorOp*>(expr));
@@ -206,7 +209,7 @@ class Interpreter {
     using S = HostIrEvaluator::Statement;
     return kind == S::kAllocate || kind == S::kCommunication ||
            kind == S::kWait || kind == S::kAllgatherLinear ||
-           kind == S::kCompute;
+           kind == S::kLinearReduceScatter || kind == S::kCompute;
   }
 
   void runLoop(const hir::ForLoop* loop) {
@@ -246,11 +249,11 @@ class Interpreter {
   // (`prefix`) keeps in this loop iteration for `shape` and `dtype`:
   // "S2.1:8x4:BFloat16" for the third symmetric Allocate, in iteration 1.
   std::string bufferKey(
-      const char* prefix,
+      std::string_view prefix,
       int64_t number,
       at::IntArrayRef shape,
       at::ScalarType dtype) const {
-    std::string key = prefix + std::to_string(number);
+    std::string key = std::string(prefix) + std::to_string(number);
     for (int64_t i : iteration_) {
       key += "." + std::to_string(i);
     }
@@ -288,17 +291,23 @@ class Interpreter {
     return buffer;
   }
 
-  // The fused allgather + linear kernel, on the current stream. Its key
-  // ("AllgatherLinear0.1:4x8:BFloat16": the first one, in iteration 1, of
-  // this input shape and dtype) finds the same symmetric buffers at every
-  // run, and in every program of the fusion that runs the same statement.
-  void runAllgatherLinear(const hir::AllgatherLinear* fused) {
+  // A fused matmul–communication kernel (`kind` says which), on the current
+  // stream. Its key ("AllgatherLinear0.1:4x8:BFloat16": the first
+  // AllgatherLinear, in iteration 1, of this input shape and dtype) finds
+  // the same symmetric buffers at every run, and in every program of the
+  // fusion that runs the same statement.
+  void runFused(
+      const hir::FusedMatmulCommunication* fused,
+      HostIrEvaluator::Statement kind) {
     const auto found = tables_.fused.find(fused);
-    MDF_CHECK(found != tables_.fused.end(), "an unnumbered AllgatherLinear");
+    MDF_CHECK(found != tables_.fused.end(), "an unnumbered ", fused->opName());
     const at::Tensor& in = tensor(fused->in());
     const std::string key = bufferKey(
-        "AllgatherLinear", found->second.number, in.sizes(), in.scalar_type());
-    fusedAllgatherLinear(
+        fused->opName(), found->second.number, in.sizes(), in.scalar_type());
+    const auto kernel = kind == HostIrEvaluator::Statement::kAllgatherLinear
+                            ? fusedAllgatherLinear
+                            : fusedLinearReduceScatter;
+    kernel(
         cuda(),
         fused->team(),
         in,
@@ -652,8 +661,9 @@ bool communicates(const hir::Scope& scope) {
   bool found = false;
   hir::forEachExpr(scope, [&](const Expr* expr) {
     const auto* comm = dynamic_cast<const hir::Communication*>(expr);
-    found |= (comm != nullptr && comm->team().size() > 1) ||
-             dynamic_cast<const hir::AllgatherLinear*>(expr) != nullptr;
+    found |=
+        (comm != nullptr && comm->team().size() > 1) ||
+        dynamic_cast<const hir::FusedMatmulCommunication*>(expr) != nullptr;
   });
   return found;
 }
@@ -679,6 +689,7 @@ HostIrEvaluator::Statement classify(const Expr* expr) {
       {isA<hir::Communication>, S::kCommunication},
       {isA<hir::Wait>, S::kWait},
       {isA<hir::AllgatherLinear>, S::kAllgatherLinear},
+      {isA<hir::LinearReduceScatter>, S::kLinearReduceScatter},
       {isA<TensorOp>, S::kCompute},
   };
   for (const auto& [is, kind] : kKinds) {
@@ -693,6 +704,8 @@ HostIrEvaluator::Statement classify(const Expr* expr) {
 HostIrEvaluator::Tables tablesOf(const hir::Scope& scope) {
   using S = HostIrEvaluator::Statement;
   HostIrEvaluator::Tables tables;
+  // The fused statements are numbered per kind.
+  std::map<S, int64_t> fused_count;
   hir::forEachExpr(scope, [&](const Expr* expr) {
     const S kind = classify(expr);
     tables.statements.emplace(expr, kind);
@@ -711,17 +724,15 @@ HostIrEvaluator::Tables tablesOf(const hir::Scope& scope) {
               " (Communication ",
               comm->name(),
               ")")));
-    } else if (kind == S::kAllgatherLinear) {
-      const auto* fused = static_cast<const hir::AllgatherLinear*>(expr);
+    } else if (kind == S::kAllgatherLinear || kind == S::kLinearReduceScatter) {
+      const auto* fused =
+          static_cast<const hir::FusedMatmulCommunication*>(expr);
       tables.fused.emplace(
           fused,
           HostIrEvaluator::Tables::Fused{
-              static_cast<int64_t>(tables.fused.size()),
-              detail::concat(
-                  "AllgatherLinear ",
-                  fused->name(),
-                  " with team ",
-                  hir::teamString(fused->team()))});
+              fused_count[kind]++,
+              // The backend's messages name the team.
+              detail::concat(fused->opName(), " ", fused->name())});
     }
   });
   return tables;

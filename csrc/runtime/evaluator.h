@@ -74,6 +74,7 @@ class HostIrEvaluator {
     kCommunication,
     kWait,
     kAllgatherLinear,
+    kLinearReduceScatter,
     kCompute,
   };
 
@@ -93,15 +94,16 @@ class HostIrEvaluator {
         const hir::Communication*,
         std::shared_ptr<const std::string>>
         names;
-    // Each AllgatherLinear's number, in program order (with the loop
-    // iteration, the key of its kernel's symmetric buffers, as
+    // Each fused statement's number among those of its kind
+    // (AllgatherLinear, LinearReduceScatter), in program order (with the
+    // loop iteration, the key of its kernel's symmetric buffers, as
     // symmetric_numbers), and its name in errors: "AllgatherLinear 0 with
     // team (0 1)".
     struct Fused {
       int64_t number;
       std::string what;
     };
-    std::unordered_map<const hir::AllgatherLinear*, Fused> fused;
+    std::unordered_map<const hir::FusedMatmulCommunication*, Fused> fused;
   };
 
  private:

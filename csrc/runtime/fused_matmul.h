@@ -25,6 +25,16 @@ class CudaBackend;
 // (in the kernel, with a bound) for the flag of the rows it reads. No
 // step, no second kernel: the moves run beside the GEMM at the granularity
 // of one member's rows.
+//
+// linear + reduce-scatter: out[M / d, N] = this member's rows of
+// Σ_members in[M, K] · weight[N, K]^T, each member holding its own `in`
+// and `weight` (K split among them) and receiving rows [i M / d, (i + 1)
+// M / d) of the sum. The GEMM kernel computes the tiles of the peers' rows
+// first, peer after peer, and counts each peer's finished tiles; a copy
+// engine sends a peer its rows as soon as they are all finished, into that
+// peer's receive buffer (symmetric memory), while the kernel computes the
+// next peer's and then this member's own; the member sums what it received
+// and its own rows.
 
 // Whether this build has the fused kernels and `device` can run them
 // (compute capability 9.0).
@@ -46,6 +56,23 @@ std::string fusedMatmulKernelsUnavailableReason(c10::Device device);
 // naming this rank, the peer and `what` (the watchdog reports a peer that
 // never frees the place for this member's rows, as for the rings).
 void fusedAllgatherLinear(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    const std::string& key,
+    const std::string& what,
+    uint64_t run);
+
+// Posts, on the current stream, out = the reduce-scatter over `team` of
+// in · weight^T along the rows, through `backend`'s symmetric memory.
+// in: [M, K], weight: [N, K] (this member's part of K), out: [M / d, N],
+// all contiguous, of one dtype (BFloat16 or Half), on the backend's device;
+// M a multiple of d. `key`, `what` and `run` as for fusedAllgatherLinear. A
+// peer that never frees its receive buffer or never sends its rows: the
+// watchdog reports it, naming this rank, the peer and `what`.
+void fusedLinearReduceScatter(
     CudaBackend& backend,
     const std::vector<int64_t>& team,
     const at::Tensor& in,

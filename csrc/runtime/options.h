@@ -62,7 +62,8 @@ struct ExecuteOptions {
   // partial sum straight to it (LoweringOptions::direct_reduce_scatter);
   // disabled by "direct_reduce_scatter", which passes sums round the ring.
   bool direct_reduce_scatter = true;
-  // An allgather and the linear consuming it computed by one fused kernel
+  // An allgather and the linear consuming it, and a linear and the
+  // reduce-scatter of its partial sums, each computed by one fused kernel
   // (LoweringOptions::fused_matmul_communication): "fused_matmul_
   // communication" enabled forces it (a user error where the kernels are
   // unusable), disabled refuses it; by default mdfuser decides, which for

@@ -25,8 +25,8 @@ std::optional<MachineModel> machineModel(const std::string& device_type);
 // count worth trying is compiled through the fusion passes and its stream
 // loops estimated with the machine model of `device` (with `rings`, as the
 // lowering makes rings of the collectives beside GEMMs, and with `fused`,
-// as it fuses allgather + linear pairs: estimateStreamWork); the fastest
-// wins.
+// as it fuses allgather + linear and linear + reduce-scatter pairs:
+// estimateStreamWork); the fastest wins.
 // No timing at run time, no communication. User error when the definition
 // asks for a count and no machine model is set for the device.
 ChunkChoice chooseChunkCount(

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 """The fused_matmul_communication option: an allgather and the linear
-consuming it computed by one fused kernel (Hopper, the CUDA backend). A CPU
-run cannot have it: forcing it is a ValueError that says why, raised when
-the program is compiled, before anything communicates; refusing it, or
-leaving it to mdfuser, runs the program as before. One process: the error
-does not depend on the mesh (the C++ golden tests show the lowering)."""
+consuming it, or a linear and the reduce-scatter of its partial sums,
+computed by one fused kernel (Hopper, the CUDA backend). A CPU run cannot
+have it: forcing it is a ValueError that says why, raised when the program
+is compiled, before anything communicates; refusing it, or leaving it to
+mdfuser, runs the program as before. One process: the error does not
+depend on the mesh (the C++ golden tests show the lowering)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,28 @@ def gathered_linear() -> FusionDefinition:
     return fd
 
 
+def scattered_linear() -> FusionDefinition:
+    """x [t, 8] and a weight [16, 8] split on in_features, the linear's
+    output split on its tokens: the partial sums the fused kernel
+    reduce-scatters, on a mesh of one device."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 8], contiguity=True, dtype=DataType.BFloat16)
+        w = fd.define_tensor([16, 8], contiguity=True, dtype=DataType.BFloat16)
+        out = fd.ops.linear(x, w)
+        fd.add_output(out)
+        mesh = DeviceMesh([0])
+        for tv, axis in ((x, 1), (w, 1), (out, 0)):
+            tv.set_device_mesh(mesh)
+            tv.outer_split(axis, 1)
+            tv.axis(axis).parallelize(ParallelType.mesh_x)
+    return fd
+
+
+# The pairs, by the statement each becomes where the kernels can run.
+DEFINITIONS = {"AllgatherLinear": gathered_linear, "LinearReduceScatter": scattered_linear}
+pairs = pytest.mark.parametrize("statement", DEFINITIONS)
+
+
 def inputs() -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     x = torch.randint(-3, 4, (4, 8), generator=g).bfloat16()
@@ -40,8 +63,9 @@ def inputs() -> list[torch.Tensor]:
     return [x, w]
 
 
-def test_forcing_it_on_cpu_tensors_is_a_value_error_naming_the_option_and_why():
-    fd = gathered_linear()
+@pairs
+def test_forcing_it_on_cpu_tensors_is_a_value_error_naming_the_option_and_why(statement):
+    fd = DEFINITIONS[statement]()
     with pytest.raises(ValueError) as error:
         fd.execute(inputs(), _enable_options=[OPTION])
     message = str(error.value)
@@ -56,13 +80,14 @@ def test_forcing_it_on_cpu_tensors_is_a_value_error_naming_the_option_and_why():
     torch.testing.assert_close(out, torch.nn.functional.linear(x, w))
 
 
-def test_refused_or_left_to_mdfuser_the_program_runs_unfused():
+@pairs
+def test_refused_or_left_to_mdfuser_the_program_runs_unfused(statement):
     x, w = inputs()
     for options in ({}, {"_disable_options": [OPTION]}):
-        fd = gathered_linear()
+        fd = DEFINITIONS[statement]()
         (out,) = fd.execute([x, w], **options)
         torch.testing.assert_close(out, torch.nn.functional.linear(x, w))
-        assert "AllgatherLinear" not in fd.last_host_ir()
+        assert statement not in fd.last_host_ir()
 
 
 def test_enabled_and_disabled_at_once_is_a_value_error():

@@ -42,13 +42,14 @@ void assignScope(HostIrContainer& hic, Scope& scope, StreamSchedule schedule) {
     exprs.push_back(hic.create<GetCurrentStream>(main));
 
     // Where the iteration moves to its worker stream: at the top, or at its
-    // first communication (a fused AllgatherLinear communicates too).
+    // first communication (a fused matmul–communication statement
+    // communicates too).
     const auto& old_body = loop->body().exprs();
     auto on_worker = old_body.begin();
     if (schedule == StreamSchedule::kCommunicationPerStream) {
       on_worker = std::find_if(old_body.begin(), old_body.end(), [](Expr* e) {
         return dynamic_cast<Communication*>(e) != nullptr ||
-               dynamic_cast<AllgatherLinear*>(e) != nullptr;
+               dynamic_cast<FusedMatmulCommunication*>(e) != nullptr;
       });
       if (on_worker == old_body.end()) {
         on_worker = old_body.begin();

@@ -42,9 +42,10 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
     } else if (const auto* c = dynamic_cast<const Communication*>(e)) {
       s += "Communication " + std::to_string(c->name()) + " " + t(c->in()) +
            " -> " + t(c->out());
-    } else if (const auto* f = dynamic_cast<const AllgatherLinear*>(e)) {
-      s += t(f->out()) + " = AllgatherLinear(" + t(f->in()) + ", " +
-           t(f->weight()) + ")";
+    } else if (
+        const auto* f = dynamic_cast<const FusedMatmulCommunication*>(e)) {
+      s += t(f->out()) + " = " + std::string(f->opName()) + "(" + t(f->in()) +
+           ", " + t(f->weight()) + ")";
     } else if (const auto* w = dynamic_cast<const Wait*>(e)) {
       s += "Wait " + std::to_string(w->communication()->name());
     } else if (const auto* g = dynamic_cast<const GetCurrentStream*>(e)) {

@@ -58,4 +58,45 @@ inline std::unique_ptr<Fusion> makeShardedLinear(const DeviceMesh& mesh) {
   return fusion;
 }
 
+// y = linear(x, w[, b]) with x [t, 4h] and w [h, 4h] split across `d`
+// devices along in_features (b [h] replicated), all of `dtype`, and y split
+// across the devices along its tokens: lowering reduce-scatters the partial
+// sums along the rows (a row-parallel linear before sequence parallelism;
+// examples/ring_decomposition.py's linear_reduce_scatter). With s > 1 the
+// tokens of x and y are also split into s stream chunks (each of y's cut
+// across the devices).
+inline std::unique_ptr<Fusion> makeScatteredLinear(
+    int64_t h, int64_t d, int64_t s, DataType dtype, bool bias) {
+  auto fusion = std::make_unique<Fusion>();
+  TensorView* x = fusion->defineTensor({-1, 4 * h}, {}, dtype);
+  TensorView* w = fusion->defineTensor({h, 4 * h}, {}, dtype);
+  TensorView* b = bias ? fusion->defineTensor({h}, {}, dtype) : nullptr;
+  TensorView* y = linear(x, w, b);
+  fusion->addOutput(y);
+  std::vector<int64_t> devices;
+  for (int64_t i = 0; i < d; ++i) {
+    devices.push_back(i);
+  }
+  const DeviceMesh mesh(devices);
+  auto shard = [d](TensorView* tv, int64_t axis) {
+    tv->outerSplit(axis, d);
+    tv->parallelize(axis, ParallelType::DIDx);
+  };
+  for (TensorView* tv : {x, w, b, y}) {
+    if (tv != nullptr) {
+      tv->setDeviceMesh(mesh);
+    }
+  }
+  if (s > 1) {
+    for (TensorView* tv : {x, y}) {
+      tv->outerSplit(0, s);
+      tv->parallelize(0, ParallelType::Stream);
+    }
+  }
+  shard(x, s > 1 ? 2 : 1);
+  shard(w, 1);
+  shard(y, s > 1 ? 1 : 0);
+  return fusion;
+}
+
 } // namespace mdfuser::test

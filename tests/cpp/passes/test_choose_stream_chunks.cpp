@@ -11,6 +11,7 @@
 #include "common/column_parallel.h"
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
+#include "multidevice/fused_matmul_choice.h"
 #include "passes/choose_stream_chunks.h"
 #include "passes/pipeline.h"
 
@@ -237,6 +238,75 @@ TEST(ChooseStreamChunks, AFusedAllgatherLinearIsOneGemmWithItsMovesHidden) {
     EXPECT_GT(ring.communication, 0.0);
     EXPECT_LT(fused.host, ring.host);
   }
+}
+
+TEST(ChooseStreamChunks, AFusedLinearReduceScatterIsOneGemmWithItsMovesHidden) {
+  // The same for a linear and the reduce-scatter of its partial sums: one
+  // GEMM over every row of this device's part of in_features, where the
+  // ring computes one part per device and moves the partial sums.
+  const MachineModel model = hopper();
+  const int64_t t = 1024;
+  for (DataType dtype : {DataType::BFloat16, DataType::Float}) {
+    auto fusion =
+        test::makeScatteredLinear(kH, kD, /*s=*/2, dtype, /*bias=*/false);
+    runFusionPasses(fusion.get());
+    ScalarEvaluator extents;
+    extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
+    const auto work = [&](int64_t count, bool fused) {
+      return estimateStreamWork(
+          *fusion, extents, model, count, /*rings=*/true, fused);
+    };
+    const StreamWork chunked_ring = work(2, false);
+    const StreamWork chunked_fused = work(2, true);
+    EXPECT_DOUBLE_EQ(chunked_fused.compute, chunked_ring.compute);
+    EXPECT_DOUBLE_EQ(chunked_fused.communication, chunked_ring.communication);
+    const StreamWork ring = work(1, false);
+    const StreamWork fused = work(1, true);
+    if (dtype == DataType::Float) {
+      EXPECT_DOUBLE_EQ(fused.compute, ring.compute);
+      EXPECT_DOUBLE_EQ(fused.communication, ring.communication);
+      continue;
+    }
+    // t rows times the h columns, over this device's 4h / d of
+    // in_features.
+    const double outputs = 1.0 * t * kH;
+    const double gemm =
+        2.0 * outputs * (4.0 * kH / kD) /
+        (model.gemm_flops * (outputs / (outputs + model.gemm_half_outputs)));
+    EXPECT_NEAR(fused.compute, gemm, 1e-6 * gemm);
+    EXPECT_LT(fused.compute, ring.compute);
+    EXPECT_EQ(fused.communication, 0.0);
+    EXPECT_GT(ring.communication, 0.0);
+    EXPECT_LT(fused.host, ring.host);
+  }
+}
+
+TEST(ChooseStreamChunks, AReduceScatterOfPartialSumsFormsAFusedPair) {
+  // The pair the cost model asks the fused kernel about: the reduce-scatter
+  // of the linear's partial sums, over both devices, along the tokens,
+  // whose count is symbolic; the linear itself forms none.
+  auto fusion = test::makeScatteredLinear(
+      kH, kD, /*s=*/1, DataType::BFloat16, /*bias=*/false);
+  runFusionPasses(fusion.get());
+  int64_t pairs = 0;
+  for (const TensorOp* op : fusion->exprs()) {
+    const std::optional<LinearReduceScatterPair> pair =
+        linearReduceScatterPairOf(op);
+    if (!pair.has_value()) {
+      continue;
+    }
+    ++pairs;
+    EXPECT_EQ(pair->team_size, kD);
+    EXPECT_EQ(pair->axis, 0);
+    EXPECT_EQ(pair->in_rank, 2);
+    EXPECT_EQ(pair->weight_rank, 2);
+    EXPECT_EQ(pair->out_rank, 2);
+    EXPECT_FALSE(pair->bias);
+    EXPECT_EQ(pair->out_dtype, DataType::BFloat16);
+    EXPECT_FALSE(pair->rows.has_value());
+    EXPECT_EQ(fusedLinearReduceScatterObstacle(*pair), "");
+  }
+  EXPECT_EQ(pairs, 1);
 }
 
 TEST(ChooseStreamChunks, SlowCollectiveStepsGiveFewerChunks) {

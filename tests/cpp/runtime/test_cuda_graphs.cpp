@@ -11,6 +11,7 @@
 
 #include "common/column_parallel.h"
 #include "common/expect_error.h"
+#include "common/row_parallel.h"
 #include "common/transformer_mlp.h"
 #include "host_ir/lower.h"
 #include "host_ir/passes/pass_manager.h"
@@ -92,10 +93,10 @@ TEST(CudaGraphsByDefault, ForProgramsWhoseEveryMoveIsTheCudaBackends) {
   EXPECT_FALSE(useCudaGraphsByDefault(*mixed, gpu)) << text;
 }
 
-TEST(CudaGraphsByDefault, TheFusedAllgatherLinearIsNotReplayed) {
-  const c10::Device gpu(c10::DeviceType::CUDA, 0);
-  std::unique_ptr<Fusion> fusion =
-      test::makeGatheredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false);
+// `fusion` lowered for device 0 with the fused kernels forced, on the CUDA
+// backend.
+std::unique_ptr<hir::HostIrContainer> fusedProgram(
+    std::unique_ptr<Fusion> fusion) {
   runFusionPasses(fusion.get());
   hir::LoweringOptions options;
   options.backend = hir::CommunicatorBackend::kCuda;
@@ -103,11 +104,32 @@ TEST(CudaGraphsByDefault, TheFusedAllgatherLinearIsNotReplayed) {
   options.fused_kernels_available = true;
   auto hic = hir::lowerToHostIr(std::move(fusion), options);
   hir::runHostPasses(*hic, {.symmetric_memory = true});
+  return hic;
+}
+
+TEST(CudaGraphsByDefault, TheFusedAllgatherLinearIsNotReplayed) {
+  const c10::Device gpu(c10::DeviceType::CUDA, 0);
+  auto hic = fusedProgram(
+      test::makeGatheredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false));
   const std::string text = hic->toString();
   ASSERT_NE(text.find("AllgatherLinear("), std::string::npos) << text;
   EXPECT_FALSE(useCudaGraphsByDefault(*hic, gpu)) << text;
   EXPECT_VALUE_ERROR(
       checkCudaGraphs(*hic, gpu), "does not replay the fused allgather");
+}
+
+TEST(CudaGraphsByDefault, TheFusedLinearReduceScatterIsNotReplayed) {
+  const c10::Device gpu(c10::DeviceType::CUDA, 0);
+  auto hic = fusedProgram(
+      test::makeScatteredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false));
+  const std::string text = hic->toString();
+  ASSERT_NE(text.find("LinearReduceScatter("), std::string::npos) << text;
+  EXPECT_FALSE(useCudaGraphsByDefault(*hic, gpu)) << text;
+  EXPECT_VALUE_ERROR(
+      checkCudaGraphs(*hic, gpu),
+      "the cuda_graph option does not replay the fused linear + "
+      "reduce-scatter kernel yet (fused_matmul_communication); ask for one "
+      "of the two: ");
 }
 
 #ifdef MDFUSER_HAS_CUDA

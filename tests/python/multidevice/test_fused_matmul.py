@@ -1,20 +1,21 @@
 # SPDX-License-Identifier: MIT
-"""The fused allgather + GEMM kernel (``_enable_options=
-["fused_matmul_communication"]``, Hopper only) against plain torch and the
-copy-engine ring on the same global inputs.
+"""The fused allgather + GEMM and GEMM + reduce-scatter kernels
+(``_enable_options=["fused_matmul_communication"]``, Hopper only) against
+plain torch and the copy-engine ring on the same global inputs.
 
 Run under ``torchrun``/``mpirun`` on GPUs of compute capability 9.0 with
 the CUDA backend; skipped elsewhere (the CPU tests of the statement's choice
 and program are in tests/cpp/host_ir and test_fused_matmul_option.py).
 Integer entries in {-1, 0, 1} keep every sum exact in bf16 and fp16 for
-k <= 256, so the kernel must match torch bit for bit there.
+k <= 256 (of each member, for the reduce-scatter's partial sums), so the
+kernels must match torch bit for bit there.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from ring_helpers import allgather_linear, integers
+from ring_helpers import allgather_linear, integers, linear_reduce_scatter
 
 from mdfuser import CommunicatorBackend, DataType
 
@@ -120,3 +121,90 @@ def test_allgather_linear_is_not_replayed(test):
     out = run(test, fd, x, w, **FUSED)
     assert "AllgatherLinear(" in fd.last_host_ir()
     assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "rows,k_local,n",
+    [
+        (128, 64, 128),
+        (200, 128, 24),
+        (8, 64, 16),
+        (300, 256, 136),
+        (256, 32, 1024),
+        (1300, 64, 64),
+        (4104, 32, 128),
+    ],
+    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n", "wide", "blocks", "many_blocks"],
+)
+def test_linear_reduce_scatter_exact(test, dtype, rows, k_local, n):
+    """Rows per member a multiple of the tile, not one (a tile holding two
+    members' rows), fewer than a tile; N not a multiple of the tile; rows
+    that would go in 2 and 8 blocks of 650 and 513 rows (blocks sharing
+    tiles) where more than one block is sent per member."""
+    torch_dtype, md_dtype = DTYPES[dtype]
+    d = test.size
+    g = torch.Generator().manual_seed(17)
+    x = integers((rows * d, k_local * d), g).to(torch_dtype)
+    w = integers((n, k_local * d), g).to(torch_dtype)
+    fd = linear_reduce_scatter(d, 1, k_local * d, n, dtype=md_dtype)
+    out = run(test, fd, x, w, **STATEMENTS)
+    program = fd.last_host_ir()
+    assert "LinearReduceScatter(" in program, program
+    assert "CollectivePermute" not in program, program
+    expected = expected_shard(test, fd, x, w, torch_dtype)
+    assert torch.equal(out, expected), (out - expected).abs().max()
+    # Repeated calls: the same bits, the counters and flags back at 0.
+    for _ in range(3):
+        assert torch.equal(run(test, fd, x, w, **STATEMENTS), out)
+
+
+def test_linear_reduce_scatter_matches_the_ring(test):
+    """M = N = 1024, K = 1024 per member (fp16, random entries): within the
+    ring's distance of float64."""
+    d = test.size
+    g = torch.Generator().manual_seed(19)
+    x = torch.randn(1024, 1024 * d, generator=g).half()
+    w = torch.randn(1024, 1024 * d, generator=g).half()
+    fd = linear_reduce_scatter(d, 1, 1024 * d, 1024, dtype=DataType.Half)
+    fused = run(test, fd, x, w, **STATEMENTS)
+    assert "LinearReduceScatter(" in fd.last_host_ir()
+    ring = run(test, fd, x, w, backend=CommunicatorBackend.cuda)
+    assert "CollectivePermute" in fd.last_host_ir()
+    exact = expected_shard(test, fd, x.double(), w.double(), torch.float64)
+    ring_error = (ring.double() - exact).abs().max().item()
+    fused_error = (fused.double() - exact).abs().max().item()
+    assert fused_error <= max(1.5 * ring_error, 5e-2), (fused_error, ring_error)
+
+
+def test_linear_reduce_scatter_stream_chunks_keep_the_ring(test):
+    """Inside a Stream loop the ring (or the direct reduce-scatter) stays."""
+    d = test.size
+    g = torch.Generator().manual_seed(23)
+    x = integers((256 * d, 32 * d), g)
+    w = integers((64, 32 * d), g)
+    fd = linear_reduce_scatter(d, 2, 32 * d, 64)
+    out = run(test, fd, x, w, **STATEMENTS)
+    program = fd.last_host_ir()
+    assert "LinearReduceScatter(" not in program and "CollectivePermute" in program, program
+    assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
+
+
+def test_both_kernels_in_turn(test):
+    """An allgather + linear and a linear + reduce-scatter of the same team,
+    called in turn: their statements keep channels of their own."""
+    d = test.size
+    g = torch.Generator().manual_seed(29)
+    x = integers((128 * d, 64), g)
+    w = integers((64 * d, 64), g)
+    ag = allgather_linear(d, 1, 64, 64 * d)
+    xr = integers((128 * d, 64 * d), g)
+    wr = integers((128, 64 * d), g)
+    rs = linear_reduce_scatter(d, 1, 64 * d, 128)
+    for _ in range(3):
+        assert torch.equal(
+            run(test, ag, x, w, **STATEMENTS), expected_shard(test, ag, x, w, torch.bfloat16)
+        )
+        assert torch.equal(
+            run(test, rs, xr, wr, **STATEMENTS), expected_shard(test, rs, xr, wr, torch.bfloat16)
+        )

@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+//
+// GEMM + reduce-scatter in one kernel: CUTLASS's warp-specialized
+// persistent GEMM for sm_90a, whose tile scheduler visits the peers' rows
+// first, peer after peer, this member's own last, and counts, for each
+// block of a peer's rows, the tiles whose stores are complete. A copy
+// engine waits on each count (runtime/fused_matmul.cpp) and sends the peer
+// the block while the kernel computes the next; each member then sums the
+// partial rows it received with its own (launchSumOfParts).
+#include "kernels/gemm_reduce_scatter.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/sm90_gemm.cuh"
+
+namespace mdfuser::kernels {
+namespace {
+
+using cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
+
+// The blocks (TileCounts) whose rows a tile of `tile_rows` rows from
+// `first_row` holds, [lo, hi]; lo > hi for a tile past the last row.
+struct Blocks {
+  int32_t lo = 0;
+  int32_t hi = -1;
+  CUTLASS_HOST_DEVICE bool operator==(const Blocks& o) const {
+    return lo == o.lo && hi == o.hi;
+  }
+};
+
+CUTLASS_HOST_DEVICE int32_t blockOfRow(int64_t row, const TileCounts& c) {
+  const int64_t member = row / c.rows_per_member;
+  const int64_t part = (row - member * c.rows_per_member) / c.partRows();
+  return static_cast<int32_t>(member * c.parts + part);
+}
+
+CUTLASS_HOST_DEVICE Blocks
+blocksOfTile(int64_t first_row, int64_t tile_rows, const TileCounts& c) {
+  const int64_t rows = c.rows_per_member * c.members;
+  if (first_row >= rows) {
+    return {};
+  }
+  const int64_t end =
+      first_row + tile_rows < rows ? first_row + tile_rows : rows;
+  return {blockOfRow(first_row, c), blockOfRow(end - 1, c)};
+}
+
+// The persistent scheduler of CUTLASS, with the tiles' rows rotated so that
+// the next member's rows come first and this member's last, and the warp
+// that issues the epilogue's stores counting the finished tiles of each
+// block of the peers' rows: when the next tile holds other blocks' rows
+// than the tiles finished since the last count (or there is none), it
+// waits for its stores to complete and adds those tiles to the blocks'
+// counters.
+class CountingTileScheduler : public PersistentTileSchedulerSm90 {
+  using Base = PersistentTileSchedulerSm90;
+  using BaseParams = Base::Params;
+  using BaseArguments = Base::Arguments;
+
+ public:
+  struct Arguments : BaseArguments {
+    TileCounts counts;
+    int32_t tile_rows = 0;
+  };
+  struct Params : BaseParams {
+    TileCounts counts;
+    int32_t tile_rows = 0;
+    // Tiles along M (a whole number of clusters), and how far they are
+    // rotated: the first tile holding a row of the next member, rounded
+    // down to a cluster's first.
+    int32_t tiles_m = 0;
+    int32_t rotation = 0;
+  };
+
+  template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
+  static Params to_underlying_arguments(
+      ProblemShapeMNKL problem_shape_mnkl,
+      TileShape tile_shape,
+      ClusterShape cluster_shape,
+      cutlass::KernelHardwareInfo const& hw_info,
+      Arguments const& arguments,
+      void* workspace = nullptr,
+      const uint32_t epilogue_subtile = 1,
+      uint32_t ktile_start_alignment_count = 1u) {
+    Params params;
+    BaseParams& base = params;
+    base = Base::to_underlying_arguments(
+        problem_shape_mnkl,
+        tile_shape,
+        cluster_shape,
+        hw_info,
+        arguments,
+        workspace,
+        epilogue_subtile,
+        ktile_start_alignment_count);
+    const TileCounts& c = arguments.counts;
+    params.counts = c;
+    params.tile_rows = arguments.tile_rows;
+    const auto cluster_m = static_cast<int32_t>(cute::size<0>(cluster_shape));
+    params.tiles_m = static_cast<int32_t>(params.problem_tiles_m_) * cluster_m;
+    const int64_t next = (c.me + 1) % c.members;
+    const auto first_tile =
+        static_cast<int32_t>(c.rows_per_member * next / arguments.tile_rows);
+    params.rotation = first_tile / cluster_m * cluster_m;
+    return params;
+  }
+
+  CUTLASS_HOST_DEVICE CountingTileScheduler() {}
+
+  CUTLASS_DEVICE explicit CountingTileScheduler(Params const& params)
+      : Base(params), params_(params) {}
+
+  template <class ClusterShape>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+    return rotated(Base::get_current_work());
+  }
+
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo finished) {
+    Base::advance_to_next_work();
+    const WorkTileInfo next = rotated(Base::get_current_work());
+    if (storesTiles()) {
+      count(finished, next);
+    }
+    return cute::make_tuple(next, true);
+  }
+
+  template <class Pipeline, class PipelineState>
+  CUTLASS_DEVICE auto fetch_next_work(
+      WorkTileInfo finished, Pipeline&, PipelineState) {
+    return fetch_next_work(finished);
+  }
+
+ private:
+  CUTLASS_DEVICE WorkTileInfo rotated(WorkTileInfo tile) const {
+    if (tile.is_valid()) {
+      tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
+    }
+    return tile;
+  }
+
+  // The warp whose lanes issue the epilogue's TMA stores: the first of the
+  // consumer warpgroups (CUTLASS's cooperative epilogue).
+  CUTLASS_DEVICE static bool storesTiles() {
+    return cutlass::canonical_warp_group_idx() == 1 &&
+           cutlass::canonical_warp_idx_sync() % 4 == 0;
+  }
+
+  CUTLASS_DEVICE Blocks blocksOf(const WorkTileInfo& tile) const {
+    return blocksOfTile(
+        int64_t(tile.M_idx) * params_.tile_rows,
+        params_.tile_rows,
+        params_.counts);
+  }
+
+  // After the epilogue of `finished` (its stores issued), before `next`.
+  CUTLASS_DEVICE void count(
+      const WorkTileInfo& finished, const WorkTileInfo& next) {
+    const Blocks done = blocksOf(finished);
+    if (done.lo <= done.hi) {
+      if (pending_ > 0 && !(done == pending_blocks_)) {
+        flush();
+      }
+      pending_blocks_ = done;
+      ++pending_;
+    }
+    if (pending_ > 0 &&
+        (!next.is_valid() || !(blocksOf(next) == pending_blocks_))) {
+      flush();
+    }
+  }
+
+  // Waits for this warp's stores to complete and adds the pending tiles to
+  // the counters of the peers whose rows they hold.
+  CUTLASS_DEVICE void flush() {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    __syncwarp();
+    if (cute::elect_one_sync()) {
+      // The stores went through the async proxy; the copy engine reads
+      // after it sees the count.
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      __threadfence_system();
+      const TileCounts& c = params_.counts;
+      for (int32_t b = pending_blocks_.lo; b <= pending_blocks_.hi; ++b) {
+        if (b / c.parts != c.me) {
+          atomicAdd_system(c.counters + b, static_cast<uint32_t>(pending_));
+        }
+      }
+    }
+    __syncwarp();
+    pending_ = 0;
+  }
+
+  Params params_;
+  Blocks pending_blocks_;
+  int32_t pending_ = 0;
+};
+
+// The tag that selects it.
+struct CountingScheduler {};
+
+} // namespace
+} // namespace mdfuser::kernels
+
+namespace cutlass::gemm::kernel::detail {
+template <class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<
+    mdfuser::kernels::CountingScheduler,
+    arch::Sm90,
+    TileShape,
+    ClusterShape,
+    Stages> {
+  using Scheduler = mdfuser::kernels::CountingTileScheduler;
+};
+} // namespace cutlass::gemm::kernel::detail
+
+namespace mdfuser::kernels {
+namespace {
+
+sm90::Problem problemOf(const GemmReduceScatterArgs& args) {
+  return {
+      args.in, args.weight, args.partials, args.m, args.n, args.k, args.device};
+}
+
+template <class Gemm>
+auto argumentsOf(Gemm, const GemmReduceScatterArgs& args) {
+  return Gemm::arguments(problemOf(args), [&](auto& scheduler) {
+    // Along N: a CTA's consecutive tiles share rows, which finish member by
+    // member.
+    scheduler.raster_order = CountingTileScheduler::RasterOrderOptions::AlongN;
+    scheduler.max_swizzle_size = 1;
+    scheduler.counts = args.counts;
+    scheduler.tile_rows = Gemm::kTileRows;
+  });
+}
+
+// Eight elements (16 bytes) to and from fp32.
+template <class T>
+__device__ void addPack(const uint4& in, float (&sum)[8]) {
+  const T* e = reinterpret_cast<const T*>(&in);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      sum[i] += __bfloat162float(e[i]);
+    } else {
+      sum[i] += __half2float(e[i]);
+    }
+  }
+}
+
+template <class T>
+__device__ uint4 packOf(const float (&sum)[8]) {
+  uint4 out;
+  T* e = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      e[i] = __float2bfloat16_rn(sum[i]);
+    } else {
+      e[i] = __float2half_rn(sum[i]);
+    }
+  }
+  return out;
+}
+
+struct Parts {
+  const uint4* at[kMaxParts];
+  int count;
+};
+
+template <class T>
+__global__ void sumOfParts(Parts parts, uint4* out, int64_t packs) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float sum[8] = {};
+    for (int p = 0; p < parts.count; ++p) {
+      addPack<T>(parts.at[p][i], sum);
+    }
+    out[i] = packOf<T>(sum);
+  }
+}
+
+} // namespace
+
+std::string gemmReduceScatterRefusal(const GemmReduceScatterArgs& args) {
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0) {
+    return "the kernel computes no empty product (M, N and K must be > 0)";
+  }
+  if (args.k % 8 != 0 || args.n % 8 != 0) {
+    return "the kernel's TMA loads and stores need K and N to be multiples "
+           "of 8 elements";
+  }
+  if (args.m > INT32_MAX || args.n > INT32_MAX || args.k > INT32_MAX) {
+    return "the kernel indexes extents with 32 bits";
+  }
+  const TileCounts& c = args.counts;
+  if (c.members < 1 || c.members > kMaxParts || c.me < 0 || c.me >= c.members ||
+      c.rows_per_member * c.members != args.m) {
+    return "the rows must divide evenly among at most 16 members";
+  }
+  if (c.parts < 1 || c.parts > c.rows_per_member ||
+      (c.parts - 1) * c.partRows() >= c.rows_per_member) {
+    return "each member's rows must fill every one of its blocks";
+  }
+  return "";
+}
+
+std::vector<uint32_t> gemmReduceScatterTileCounts(
+    const GemmReduceScatterArgs& args) {
+  return sm90::withGemm<CountingScheduler>(
+      args.dtype, problemOf(args), [&](auto gemm) {
+        using Gemm = decltype(gemm);
+        const TileCounts& c = args.counts;
+        std::vector<uint32_t> counts(c.members * c.parts, 0);
+        const int64_t tiles_n =
+            (args.n + Gemm::kTileCols - 1) / Gemm::kTileCols;
+        for (int64_t first = 0; first < args.m; first += Gemm::kTileRows) {
+          const Blocks held = blocksOfTile(first, Gemm::kTileRows, c);
+          for (int32_t b = held.lo; b <= held.hi; ++b) {
+            if (b / c.parts != c.me) {
+              counts[b] += static_cast<uint32_t>(tiles_n);
+            }
+          }
+        }
+        return counts;
+      });
+}
+
+size_t gemmReduceScatterWorkspaceBytes(const GemmReduceScatterArgs& args) {
+  return sm90::withGemm<CountingScheduler>(
+      args.dtype, problemOf(args), [&](auto gemm) {
+        return decltype(gemm)::workspaceBytes(argumentsOf(gemm, args));
+      });
+}
+
+cudaError_t launchGemmReduceScatter(
+    const GemmReduceScatterArgs& args, void* workspace, cudaStream_t stream) {
+  return sm90::withGemm<CountingScheduler>(
+      args.dtype, problemOf(args), [&](auto gemm) {
+        return decltype(gemm)::run(argumentsOf(gemm, args), workspace, stream);
+      });
+}
+
+cudaError_t launchSumOfParts(
+    GemmDtype dtype,
+    const std::vector<const void*>& parts,
+    void* out,
+    int64_t elements,
+    cudaStream_t stream) {
+  if (parts.empty() || parts.size() > kMaxParts || elements % 8 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  auto aligned = [](const void* ptr) {
+    return reinterpret_cast<uintptr_t>(ptr) % sizeof(uint4) == 0;
+  };
+  if (!aligned(out)) {
+    return cudaErrorMisalignedAddress;
+  }
+  Parts p{};
+  p.count = static_cast<int>(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!aligned(parts[i])) {
+      return cudaErrorMisalignedAddress;
+    }
+    p.at[i] = static_cast<const uint4*>(parts[i]);
+  }
+  const int64_t packs = elements / 8;
+  if (packs == 0) {
+    return cudaSuccess;
+  }
+  int device = 0;
+  int sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  constexpr int kThreads = 256;
+  const int64_t wanted = (packs + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(wanted < 8 * sms ? wanted : 8 * sms);
+  if (dtype == GemmDtype::kBFloat16) {
+    sumOfParts<__nv_bfloat16>
+        <<<blocks, kThreads, 0, stream>>>(p, static_cast<uint4*>(out), packs);
+  } else {
+    sumOfParts<__half>
+        <<<blocks, kThreads, 0, stream>>>(p, static_cast<uint4*>(out), packs);
+  }
+  return cudaGetLastError();
+}
+
+} // namespace mdfuser::kernels
