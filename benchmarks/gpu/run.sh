@@ -166,7 +166,11 @@ step libraries 30 bash -c "ldd $ROOT/python/mdfuser/_C*.so | grep -E 'stdc|gcc_s
 # Native tracebacks: pytest's own print the arguments of every frame, and
 # printing a CUDA tensor waits for its stream, which a failed rank's peer
 # may have left stuck; the report then hangs instead of naming the failure.
-MULTI_PYTEST=(-q -p no:cacheprovider --tb=native)
+# Captured at the Python level only: what the library writes to the
+# process's stderr (the watchdog's last words before it ends a process
+# whose stream cannot go on) reaches the log even when the process aborts,
+# which pytest's default capture of file descriptors would swallow.
+MULTI_PYTEST=(-q -p no:cacheprovider --tb=native --capture=sys)
 if [ "$SKIP_TESTS" -eq 0 ]; then
   step ctest 180 ctest --test-dir "$ROOT/build-gpu" -j 8 --output-on-failure --timeout 120
   if [ "$SKIP_FAULTS" -eq 1 ]; then
