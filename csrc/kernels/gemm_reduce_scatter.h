@@ -12,28 +12,9 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/gemm_dtype.h"
+#include "kernels/tile_blocks.h"
 
 namespace mdfuser::kernels {
-
-// The members' rows of the product, each member's in `parts` consecutive
-// blocks, and where the kernel counts the tiles it has finished of each
-// block: block b of member p holds the rows from p · rows_per_member + b ·
-// partRows() on, partRows() of them (the last block fewer).
-struct TileCounts {
-  // counters[p · parts + b] (device memory, one uint32 per block): the
-  // kernel adds the tiles of block b of member p's rows once they are in
-  // `partials` and visible to the copy engines. Not this member's own
-  // (`me`), which stay here.
-  uint32_t* counters = nullptr;
-  int64_t rows_per_member = 0;
-  int32_t members = 1;
-  int32_t me = 0;
-  int32_t parts = 1;
-
-  int64_t partRows() const {
-    return (rows_per_member + parts - 1) / parts;
-  }
-};
 
 // partials[M, N] = in[M, K] · weight[N, K]^T, row-major, M = members ×
 // rows_per_member. The tiles of member me + 1's rows come first, then

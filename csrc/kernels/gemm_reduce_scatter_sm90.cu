@@ -19,33 +19,6 @@ namespace {
 
 using cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
 
-// The blocks (TileCounts) whose rows a tile of `tile_rows` rows from
-// `first_row` holds, [lo, hi]; lo > hi for a tile past the last row.
-struct Blocks {
-  int32_t lo = 0;
-  int32_t hi = -1;
-  CUTLASS_HOST_DEVICE bool operator==(const Blocks& o) const {
-    return lo == o.lo && hi == o.hi;
-  }
-};
-
-CUTLASS_HOST_DEVICE int32_t blockOfRow(int64_t row, const TileCounts& c) {
-  const int64_t member = row / c.rows_per_member;
-  const int64_t part = (row - member * c.rows_per_member) / c.partRows();
-  return static_cast<int32_t>(member * c.parts + part);
-}
-
-CUTLASS_HOST_DEVICE Blocks
-blocksOfTile(int64_t first_row, int64_t tile_rows, const TileCounts& c) {
-  const int64_t rows = c.rows_per_member * c.members;
-  if (first_row >= rows) {
-    return {};
-  }
-  const int64_t end =
-      first_row + tile_rows < rows ? first_row + tile_rows : rows;
-  return {blockOfRow(first_row, c), blockOfRow(end - 1, c)};
-}
-
 // The persistent scheduler of CUTLASS, with the tiles' rows rotated so that
 // the next member's rows come first and this member's last, and the warp
 // that issues the epilogue's stores counting the finished tiles of each
@@ -298,8 +271,7 @@ std::string gemmReduceScatterRefusal(const GemmReduceScatterArgs& args) {
       c.rows_per_member * c.members != args.m) {
     return "the rows must divide evenly among at most 16 members";
   }
-  if (c.parts < 1 || c.parts > c.rows_per_member ||
-      (c.parts - 1) * c.partRows() >= c.rows_per_member) {
+  if (!c.blocksFilled()) {
     return "each member's rows must fill every one of its blocks";
   }
   return "";
@@ -310,19 +282,8 @@ std::vector<uint32_t> gemmReduceScatterTileCounts(
   return sm90::withGemm<CountingScheduler>(
       args.dtype, problemOf(args), [&](auto gemm) {
         using Gemm = decltype(gemm);
-        const TileCounts& c = args.counts;
-        std::vector<uint32_t> counts(c.members * c.parts, 0);
-        const int64_t tiles_n =
-            (args.n + Gemm::kTileCols - 1) / Gemm::kTileCols;
-        for (int64_t first = 0; first < args.m; first += Gemm::kTileRows) {
-          const Blocks held = blocksOfTile(first, Gemm::kTileRows, c);
-          for (int32_t b = held.lo; b <= held.hi; ++b) {
-            if (b / c.parts != c.me) {
-              counts[b] += static_cast<uint32_t>(tiles_n);
-            }
-          }
-        }
-        return counts;
+        return tileCountsOfBlocks(
+            args.n, Gemm::kTileRows, Gemm::kTileCols, args.counts);
       });
 }
 
