@@ -203,6 +203,34 @@ args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs()
 {body}"""
 
 
+def fused_pair_job(pair: str, device: str, body: str) -> str:
+    """A child job's script for run_world, as row_parallel_job but with a
+    pair that the fused matmul kernels compute (examples/ring_decomposition:
+    `allgather_linear` or `linear_reduce_scatter`, bf16, 256 rows a rank,
+    K and N of 64 a rank, integer shards) in `fd` and `args`."""
+    examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+    # The fusion and its global inputs' shapes: x [t, k] and w [n, k].
+    fusion, x, w = {
+        "allgather_linear": ("allgather_linear(2, 1, 64, 128)", (512, 64), (128, 64)),
+        "linear_reduce_scatter": ("linear_reduce_scatter(2, 1, 128, 64)", (512, 128), (64, 128)),
+    }[pair]
+    return f"""
+import sys, time, torch
+sys.path.insert(0, {os.path.abspath(examples)!r})
+from ring_decomposition import allgather_linear, linear_reduce_scatter
+from mdfuser import CommunicatorBackend
+from mdfuser.multidevice import Communicator, shard_tensor
+comm = Communicator.instance()
+device = torch.device({device})
+if device.type == "cuda":
+    torch.cuda.set_device(comm.local_rank() % torch.cuda.device_count())
+fd = {fusion}
+g = torch.Generator().manual_seed(3)
+full = [torch.randint(-1, 2, shape, generator=g).bfloat16() for shape in ({x}, {w})]
+args = [shard_tensor(t, tv).to(device) for t, tv in zip(full, fd.fusion.inputs())]
+{body}"""
+
+
 def run_absent_peer_job(
     device: str,
     backend: str,
@@ -210,14 +238,15 @@ def run_absent_peer_job(
     options: tuple[str, ...] = (),
     runs: int = 1,
     raises: bool = False,
+    pair: str | None = None,
 ) -> str:
-    """Runs a row_parallel_job in which both ranks run the fusion `runs`
-    times on `backend` (the CommunicatorBackend's name) with the enable
-    `options` (without "cuda_graph" among them, the statements one by one),
-    then rank 1 stops for 25 s (or, with `raises`, exits on an error it does
-    not catch) while rank 0 runs it again and waits for it. Checks that rank
-    0 ended, with an error, within the time bound; returns rank 0's
-    stderr."""
+    """Runs a row_parallel_job (or, with `pair`, a fused_pair_job) in which
+    both ranks run the fusion `runs` times on `backend` (the
+    CommunicatorBackend's name) with the enable `options` (without
+    "cuda_graph" among them, the statements one by one), then rank 1 stops
+    for 25 s (or, with `raises`, exits on an error it does not catch) while
+    rank 0 runs it again and waits for it. Checks that rank 0 ended, with an
+    error, within the time bound; returns rank 0's stderr."""
     disable = [] if "cuda_graph" in options else ["cuda_graph"]
     kwargs = (
         f"backend=CommunicatorBackend.{backend}, _enable_options={list(options)}, "
@@ -225,7 +254,8 @@ def run_absent_peer_job(
     )
     call = f"fd.execute(args, {kwargs})"
     leave = 'raise RuntimeError("rank 1 gives up")' if raises else "time.sleep(25)\n    sys.exit(0)"
-    job = row_parallel_job(
+    make_job = row_parallel_job if pair is None else lambda *a: fused_pair_job(pair, *a)
+    job = make_job(
         device,
         f"""
 for _ in range({runs}):

@@ -107,3 +107,28 @@ def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
             "on them, so the outputs of its runs since then are wrong. Call "
             "Communicator.recover() on every rank to communicate again"
         ) in stopped, out
+
+
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2 or torch.cuda.get_device_capability() != (9, 0),
+    reason="the fused kernels run on Hopper GPUs, one per rank here",
+)
+@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter"])
+def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(pair):
+    """Rank 1 stops after a run of the fused allgather + linear (or linear
+    + reduce-scatter) while rank 0 runs it again: rank 0's moves wait for
+    rank 1 to free its place, and the watchdog ends rank 0 within the
+    bound, naming both ranks and the statement."""
+    env = {"MDFUSER_TIMEOUT_S": "3"}
+    device = '"cuda", comm.local_rank()'
+    message = run_absent_peer_job(
+        device, "cuda", env, options=("fused_matmul_communication",), pair=pair
+    )
+    name = {"allgather_linear": "AllgatherLinear", "linear_reduce_scatter": "LinearReduceScatter"}
+    assert f"[mdfuser] rank 0 in {name[pair]} " in message, message
+    assert "with team (0 1) on the CUDA backend: waited for " in message, message
+    assert (
+        "waited for rank 1 to free its place for this rank's rows" in message
+        or "waited for the peers' rows" in message
+    ), message
+    assert "(more than 3 s)" in message, message
