@@ -14,8 +14,6 @@
 namespace mdfuser::kernels {
 namespace {
 
-using cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
-
 // Waits until member `member`'s rows have arrived, at most until
 // `deadline` (globaltimer ns); false, with the status set, if they did not.
 __device__ bool waitForMember(
@@ -42,74 +40,23 @@ __device__ bool waitForMember(
   }
 }
 
-// The persistent scheduler of CUTLASS, with the tiles' rows rotated so that
-// the tiles of this member's rows come first, and the producer warpgroup
-// waiting for the rows of each tile it is given.
-class ArrivalTileScheduler : public PersistentTileSchedulerSm90 {
-  using Base = PersistentTileSchedulerSm90;
-  using BaseParams = Base::Params;
-  using BaseArguments = Base::Arguments;
+// The rotated scheduler (sm90::RotatedTileScheduler), with the tiles of
+// this member's rows first and the producer warpgroup waiting for the rows
+// of each tile it is given.
+class ArrivalTileScheduler : public sm90::RotatedTileScheduler<RowArrivals> {
+  using Base = sm90::RotatedTileScheduler<RowArrivals>;
 
  public:
-  struct Arguments : BaseArguments {
-    RowArrivals arrivals;
-    int32_t tile_rows = 0;
-  };
-  struct Params : BaseParams {
-    RowArrivals arrivals;
-    int32_t tile_rows = 0;
-    // Tiles along M (a whole number of clusters), and how far they are
-    // rotated: the first tile holding a row of this member, rounded down to
-    // a cluster's first.
-    int32_t tiles_m = 0;
-    int32_t rotation = 0;
-  };
-
-  template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
-  static Params to_underlying_arguments(
-      ProblemShapeMNKL problem_shape_mnkl,
-      TileShape tile_shape,
-      ClusterShape cluster_shape,
-      cutlass::KernelHardwareInfo const& hw_info,
-      Arguments const& arguments,
-      void* workspace = nullptr,
-      const uint32_t epilogue_subtile = 1,
-      uint32_t ktile_start_alignment_count = 1u) {
-    Params params;
-    BaseParams& base = params;
-    base = Base::to_underlying_arguments(
-        problem_shape_mnkl,
-        tile_shape,
-        cluster_shape,
-        hw_info,
-        arguments,
-        workspace,
-        epilogue_subtile,
-        ktile_start_alignment_count);
-    params.arrivals = arguments.arrivals;
-    params.tile_rows = arguments.tile_rows;
-    const auto cluster_m = static_cast<int32_t>(cute::size<0>(cluster_shape));
-    params.tiles_m = static_cast<int32_t>(params.problem_tiles_m_) * cluster_m;
-    const auto first_tile = static_cast<int32_t>(
-        arguments.arrivals.rows_per_member * arguments.arrivals.me /
-        arguments.tile_rows);
-    params.rotation = first_tile / cluster_m * cluster_m;
-    return params;
-  }
-
-  CUTLASS_HOST_DEVICE ArrivalTileScheduler() {}
-
-  CUTLASS_DEVICE explicit ArrivalTileScheduler(Params const& params)
-      : Base(params), params_(params) {}
+  using Base::Base;
 
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    return arrived(Base::get_current_work());
+    return arrived(current());
   }
 
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
-    Base::advance_to_next_work();
-    return cute::make_tuple(arrived(Base::get_current_work()), true);
+    advance_to_next_work();
+    return cute::make_tuple(arrived(current()), true);
   }
 
   template <class Pipeline, class PipelineState>
@@ -119,17 +66,13 @@ class ArrivalTileScheduler : public PersistentTileSchedulerSm90 {
   }
 
  private:
-  // `tile` with its rows rotated; in the producer warpgroup, once the rows
-  // it reads are here.
+  // `tile`; in the producer warpgroup, once the rows it reads are here.
   CUTLASS_DEVICE WorkTileInfo arrived(WorkTileInfo tile) {
-    if (!tile.is_valid()) {
+    if (!tile.is_valid() || cutlass::canonical_warp_group_idx() != 0 ||
+        given_up_) {
       return tile;
     }
-    tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
-    if (cutlass::canonical_warp_group_idx() != 0 || given_up_) {
-      return tile;
-    }
-    const RowArrivals& a = params_.arrivals;
+    const RowArrivals& a = params_.payload;
     const int64_t rows = a.rows_per_member * a.members;
     const int64_t first_row = int64_t(tile.M_idx) * params_.tile_rows;
     if (first_row >= rows) {
@@ -152,7 +95,6 @@ class ArrivalTileScheduler : public PersistentTileSchedulerSm90 {
     return tile;
   }
 
-  Params params_;
   bool given_up_ = false;
 };
 
@@ -196,8 +138,9 @@ auto argumentsOf(Gemm, const AllgatherGemmArgs& args) {
     // member by member.
     scheduler.raster_order = ArrivalTileScheduler::RasterOrderOptions::AlongN;
     scheduler.max_swizzle_size = 1;
-    scheduler.arrivals = args.arrivals;
+    scheduler.payload = args.arrivals;
     scheduler.tile_rows = Gemm::kTileRows;
+    scheduler.first_row = args.arrivals.rows_per_member * args.arrivals.me;
   });
 }
 

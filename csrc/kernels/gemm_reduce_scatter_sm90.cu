@@ -17,81 +17,27 @@
 namespace mdfuser::kernels {
 namespace {
 
-using cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
-
-// The persistent scheduler of CUTLASS, with the tiles' rows rotated so that
-// the next member's rows come first and this member's last, and the warp
+// The rotated scheduler (sm90::RotatedTileScheduler), with the next
+// member's rows first and this member's last, and the warp
 // that issues the epilogue's stores counting the finished tiles of each
 // block of the peers' rows: when the next tile holds other blocks' rows
 // than the tiles finished since the last count (or there is none), it
 // waits for its stores to complete and adds those tiles to the blocks'
 // counters.
-class CountingTileScheduler : public PersistentTileSchedulerSm90 {
-  using Base = PersistentTileSchedulerSm90;
-  using BaseParams = Base::Params;
-  using BaseArguments = Base::Arguments;
+class CountingTileScheduler : public sm90::RotatedTileScheduler<TileCounts> {
+  using Base = sm90::RotatedTileScheduler<TileCounts>;
 
  public:
-  struct Arguments : BaseArguments {
-    TileCounts counts;
-    int32_t tile_rows = 0;
-  };
-  struct Params : BaseParams {
-    TileCounts counts;
-    int32_t tile_rows = 0;
-    // Tiles along M (a whole number of clusters), and how far they are
-    // rotated: the first tile holding a row of the next member, rounded
-    // down to a cluster's first.
-    int32_t tiles_m = 0;
-    int32_t rotation = 0;
-  };
-
-  template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
-  static Params to_underlying_arguments(
-      ProblemShapeMNKL problem_shape_mnkl,
-      TileShape tile_shape,
-      ClusterShape cluster_shape,
-      cutlass::KernelHardwareInfo const& hw_info,
-      Arguments const& arguments,
-      void* workspace = nullptr,
-      const uint32_t epilogue_subtile = 1,
-      uint32_t ktile_start_alignment_count = 1u) {
-    Params params;
-    BaseParams& base = params;
-    base = Base::to_underlying_arguments(
-        problem_shape_mnkl,
-        tile_shape,
-        cluster_shape,
-        hw_info,
-        arguments,
-        workspace,
-        epilogue_subtile,
-        ktile_start_alignment_count);
-    const TileCounts& c = arguments.counts;
-    params.counts = c;
-    params.tile_rows = arguments.tile_rows;
-    const auto cluster_m = static_cast<int32_t>(cute::size<0>(cluster_shape));
-    params.tiles_m = static_cast<int32_t>(params.problem_tiles_m_) * cluster_m;
-    const int64_t next = (c.me + 1) % c.members;
-    const auto first_tile =
-        static_cast<int32_t>(c.rows_per_member * next / arguments.tile_rows);
-    params.rotation = first_tile / cluster_m * cluster_m;
-    return params;
-  }
-
-  CUTLASS_HOST_DEVICE CountingTileScheduler() {}
-
-  CUTLASS_DEVICE explicit CountingTileScheduler(Params const& params)
-      : Base(params), params_(params) {}
+  using Base::Base;
 
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    return rotated(Base::get_current_work());
+    return current();
   }
 
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo finished) {
-    Base::advance_to_next_work();
-    const WorkTileInfo next = rotated(Base::get_current_work());
+    advance_to_next_work();
+    const WorkTileInfo next = current();
     if (storesTiles()) {
       count(finished, next);
     }
@@ -105,13 +51,6 @@ class CountingTileScheduler : public PersistentTileSchedulerSm90 {
   }
 
  private:
-  CUTLASS_DEVICE WorkTileInfo rotated(WorkTileInfo tile) const {
-    if (tile.is_valid()) {
-      tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
-    }
-    return tile;
-  }
-
   // The warp whose lanes issue the epilogue's TMA stores: the first of the
   // consumer warpgroups (CUTLASS's cooperative epilogue).
   CUTLASS_DEVICE static bool storesTiles() {
@@ -123,7 +62,7 @@ class CountingTileScheduler : public PersistentTileSchedulerSm90 {
     return blocksOfTile(
         int64_t(tile.M_idx) * params_.tile_rows,
         params_.tile_rows,
-        params_.counts);
+        params_.payload);
   }
 
   // After the epilogue of `finished` (its stores issued), before `next`.
@@ -153,7 +92,7 @@ class CountingTileScheduler : public PersistentTileSchedulerSm90 {
       // after it sees the count.
       asm volatile("fence.proxy.async.global;" ::: "memory");
       __threadfence_system();
-      const TileCounts& c = params_.counts;
+      const TileCounts& c = params_.payload;
       for (int32_t b = pending_blocks_.lo; b <= pending_blocks_.hi; ++b) {
         if (b / c.parts != c.me) {
           atomicAdd_system(c.counters + b, static_cast<uint32_t>(pending_));
@@ -164,7 +103,6 @@ class CountingTileScheduler : public PersistentTileSchedulerSm90 {
     pending_ = 0;
   }
 
-  Params params_;
   Blocks pending_blocks_;
   int32_t pending_ = 0;
 };
@@ -202,8 +140,11 @@ auto argumentsOf(Gemm, const GemmReduceScatterArgs& args) {
     // member.
     scheduler.raster_order = CountingTileScheduler::RasterOrderOptions::AlongN;
     scheduler.max_swizzle_size = 1;
-    scheduler.counts = args.counts;
+    scheduler.payload = args.counts;
     scheduler.tile_rows = Gemm::kTileRows;
+    // The next member's rows first, this member's own last.
+    const TileCounts& c = args.counts;
+    scheduler.first_row = c.rows_per_member * ((c.me + 1) % c.members);
   });
 }
 

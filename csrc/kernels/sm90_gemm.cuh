@@ -178,6 +178,80 @@ auto withGemm(GemmDtype dtype, const Problem& problem, Fn&& fn) {
                : fn(Gemm<E, SmallTiles, Alone, SchedulerTag>{});
 }
 
+// CUTLASS's persistent tile scheduler with the tiles' rows rotated: the
+// tile holding row `first_row` (rounded down to a cluster's first) comes
+// first, the others after it in order, wrapping around. `Payload` is what
+// a kernel's own scheduler, derived from this one, adds to the arguments
+// (its waits or its counts); it gives each tile through rotated().
+template <class Payload>
+class RotatedTileScheduler
+    : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90 {
+  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
+
+ public:
+  struct Arguments : Base::Arguments {
+    Payload payload;
+    int32_t tile_rows = 0;
+    int64_t first_row = 0;
+  };
+  struct Params : Base::Params {
+    Payload payload;
+    int32_t tile_rows = 0;
+    // Tiles along M (a whole number of clusters), and how far they are
+    // rotated.
+    int32_t tiles_m = 0;
+    int32_t rotation = 0;
+  };
+
+  template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
+  static Params to_underlying_arguments(
+      ProblemShapeMNKL problem_shape_mnkl,
+      TileShape tile_shape,
+      ClusterShape cluster_shape,
+      cutlass::KernelHardwareInfo const& hw_info,
+      Arguments const& arguments,
+      void* workspace = nullptr,
+      const uint32_t epilogue_subtile = 1,
+      uint32_t ktile_start_alignment_count = 1u) {
+    Params params;
+    typename Base::Params& base = params;
+    base = Base::to_underlying_arguments(
+        problem_shape_mnkl,
+        tile_shape,
+        cluster_shape,
+        hw_info,
+        arguments,
+        workspace,
+        epilogue_subtile,
+        ktile_start_alignment_count);
+    params.payload = arguments.payload;
+    params.tile_rows = arguments.tile_rows;
+    const auto cluster_m = static_cast<int32_t>(cute::size<0>(cluster_shape));
+    params.tiles_m = static_cast<int32_t>(params.problem_tiles_m_) * cluster_m;
+    const auto first_tile =
+        static_cast<int32_t>(arguments.first_row / arguments.tile_rows);
+    params.rotation = first_tile / cluster_m * cluster_m;
+    return params;
+  }
+
+  CUTLASS_HOST_DEVICE RotatedTileScheduler() {}
+
+  CUTLASS_DEVICE explicit RotatedTileScheduler(Params const& params)
+      : Base(params), params_(params) {}
+
+ protected:
+  // The tile this CTA computes now, its rows rotated.
+  CUTLASS_DEVICE WorkTileInfo current() const {
+    WorkTileInfo tile = Base::get_current_work();
+    if (tile.is_valid()) {
+      tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
+    }
+    return tile;
+  }
+
+  Params params_;
+};
+
 // The global timer, in nanoseconds.
 __device__ inline uint64_t globalTimer() {
   uint64_t now = 0;
