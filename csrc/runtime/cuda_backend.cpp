@@ -20,6 +20,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "runtime/cuda_backend_team.h"
 #endif
 
 namespace mdfuser {
@@ -34,11 +36,9 @@ std::chrono::milliseconds CudaBackend::timeout() const {
 
 #ifdef MDFUSER_HAS_CUDA
 
-namespace {
+using namespace cuda_backend_detail;
 
-// cuStreamBatchMemOp, from the driver the runtime loaded.
-using BatchMemOp =
-    CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned);
+namespace cuda_backend_detail {
 
 BatchMemOp batchMemOp() {
   static const BatchMemOp fn = [] {
@@ -65,10 +65,6 @@ CUdeviceptr address(void* p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
 }
 
-// Enqueues on `stream`, in one driver call: raise `signal` (a peer's flag,
-// to 1), wait until `wait` (this member's) is raised, and clear it. A write
-// with default flags is fenced: it is ordered after the work before it on
-// the stream, copies and the previous clear included.
 void raiseWaitAndClear(
     cudaStream_t stream, CUdeviceptr signal, CUdeviceptr wait) {
   CUstreamBatchMemOpParams ops[3] = {};
@@ -86,10 +82,6 @@ void raiseWaitAndClear(
   check(batchMemOp()(stream, 3, ops, 0), "cuStreamBatchMemOp");
 }
 
-// Copies `in` to `to`, the address in a peer's memory of `landing` (a
-// view of the same sizes), on `stream`: one copy-engine copy when both are
-// laid out alike and contiguously, one 2-D copy per part of rows otherwise
-// (a ring's chunk cut from a middle axis is one).
 void copyToPeer(
     const at::Tensor& in,
     const at::Tensor& landing,
@@ -123,43 +115,7 @@ void copyToPeer(
   }
 }
 
-} // namespace
-
-// The flags of one team: for each kind, channel and member that raises it,
-// one uint32 on every member. A permute's: ready, done; a fused
-// matmul's: the place of the raiser's rows is free, they arrived.
-struct CudaBackend::Team {
-  enum Kind { kReady = 0, kDone = 1, kRowsFree = 2, kRowsArrived = 3 };
-  static constexpr int64_t kKinds = 4;
-
-  std::vector<int64_t> members;
-  int64_t me = 0;
-  at::Tensor flags;
-  // For the events of its permutes.
-  EventPool events;
-  // Every member's flags, in this process's address space.
-  std::vector<char*> bases;
-
-  int64_t size() const {
-    return static_cast<int64_t>(members.size());
-  }
-  // The other members' ranks.
-  std::vector<int64_t> peers() const {
-    std::vector<int64_t> ranks;
-    for (int64_t m = 0; m < size(); ++m) {
-      if (m != me) {
-        ranks.push_back(members[m]);
-      }
-    }
-    return ranks;
-  }
-  // The flag `kind` of `channel` that `writer` raises, on `holder`.
-  CUdeviceptr slot(
-      int64_t holder, Kind kind, int64_t channel, int64_t writer) const {
-    const int64_t index = (kind * kChannels + channel) * size() + writer;
-    return address(bases[holder] + index * sizeof(uint32_t));
-  }
-};
+} // namespace cuda_backend_detail
 
 // The flags of this backend's teams, on every member, and a stream to raise
 // them on that no waiting work blocks; shared with the watchdog's release
@@ -400,193 +356,6 @@ PendingCollective CudaBackend::permute(
   return pending;
 }
 
-CudaBackend::RowPushes CudaBackend::pushRows(
-    const std::vector<int64_t>& members,
-    const std::function<std::vector<RowPush>(int64_t)>& push,
-    const at::Tensor& place,
-    int64_t channel,
-    cudaStream_t stream,
-    std::shared_ptr<const std::string> what,
-    uint64_t run) {
-  checkChannel(channel, *what);
-  Team& t = team(members);
-  const bool captured = isCapturing(stream);
-  // For the watchdog's report (a capture has none): where the moves were
-  // held up, the push to which member and before which of its steps.
-  struct Step {
-    int64_t to = 0;
-    Event freed;
-    std::vector<Event> counted;
-  };
-  std::vector<Step> steps;
-  Event started = captured ? nullptr : t.events.record(stream);
-  for (int64_t shift = 1; shift < t.size(); ++shift) {
-    const int64_t next = (t.me + shift) % t.size();
-    const int64_t previous = (t.me + t.size() - shift) % t.size();
-    Step step;
-    step.to = members[next];
-    // This member's place for the previous one's rows is free (the caller
-    // ordered this after the kernel that read them); wait until the next
-    // one's place for ours is.
-    raiseWaitAndClear(
-        stream,
-        t.slot(previous, Team::kRowsFree, channel, t.me),
-        t.slot(t.me, Team::kRowsFree, channel, next));
-    if (!captured) {
-      step.freed = t.events.record(stream);
-    }
-    for (const RowPush& part : push(next)) {
-      MDF_CHECK(
-          part.from.dim() == place.dim() &&
-              part.from.sizes().slice(1) == place.sizes().slice(1) &&
-              part.row_offset >= 0 &&
-              part.row_offset + part.from.size(0) <= place.size(0) &&
-              part.from.dtype() == place.dtype(),
-          *what,
-          " pushes rows of sizes ",
-          part.from.sizes(),
-          " from row ",
-          part.row_offset,
-          " into a place of sizes ",
-          place.sizes());
-      if (part.counter != nullptr) {
-        // The rows are finished once the kernel that writes them has
-        // counted `count` of its tiles; the counter starts again from 0.
-        CUstreamBatchMemOpParams ops[2] = {};
-        ops[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-        ops[0].waitValue.address = address(part.counter);
-        ops[0].waitValue.value = part.count;
-        ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-        ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-        ops[1].writeValue.address = address(part.counter);
-        ops[1].writeValue.value = 0;
-        check(batchMemOp()(stream, 2, ops, 0), "cuStreamBatchMemOp");
-        if (!captured) {
-          step.counted.push_back(t.events.record(stream));
-        }
-      }
-      if (part.from.numel() > 0) {
-        const at::Tensor landing =
-            place.narrow(0, part.row_offset, part.from.size(0));
-        copyToPeer(
-            part.from, landing, buffers_.peerAddress(landing, next), stream);
-      }
-    }
-    CUstreamBatchMemOpParams arrived = {};
-    arrived.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-    arrived.writeValue.address =
-        t.slot(next, Team::kRowsArrived, channel, t.me);
-    arrived.writeValue.value = 1;
-    check(batchMemOp()(stream, 1, &arrived, 0), "cuStreamBatchMemOp");
-    steps.push_back(std::move(step));
-  }
-  RowPushes pushes;
-  pushes.arrived = reinterpret_cast<const uint32_t*>(
-      t.slot(t.me, Team::kRowsArrived, channel, 0));
-  pushes.done = t.events.record(stream);
-  if (!captured) {
-    watch(
-        pushes.done,
-        [started,
-         steps = std::move(steps),
-         what = std::move(what),
-         members,
-         rank = communicator_.rank()] {
-          auto finished = [](const Event& e) {
-            const bool done = cudaEventQuery(e.get()) == cudaSuccess;
-            (void)cudaGetLastError();
-            return done;
-          };
-          std::string where = "waited for the work before its row pushes";
-          if (finished(started)) {
-            where = "its row pushes were held up";
-            for (const Step& step : steps) {
-              if (!finished(step.freed)) {
-                where = detail::concat(
-                    "waited for rank ",
-                    step.to,
-                    " to free its place for this rank's rows");
-                break;
-              }
-              const bool counted = std::all_of(
-                  step.counted.begin(), step.counted.end(), finished);
-              if (!counted) {
-                where = detail::concat(
-                    "waited for this rank's kernel to finish the rows of "
-                    "rank ",
-                    step.to);
-                break;
-              }
-            }
-          }
-          return detail::concat(
-              "rank ",
-              rank,
-              " in ",
-              *what,
-              " with team ",
-              hir::teamString(members),
-              " on the CUDA backend: ",
-              where);
-        },
-        t.peers(),
-        run);
-  }
-  return pushes;
-}
-
-void CudaBackend::receiveArrivals(
-    const std::vector<int64_t>& members,
-    int64_t channel,
-    cudaStream_t stream,
-    std::shared_ptr<const std::string> what,
-    uint64_t run) {
-  checkChannel(channel, *what);
-  Team& t = team(members);
-  const bool captured = isCapturing(stream);
-  Event started = captured ? nullptr : t.events.record(stream);
-  std::vector<CUstreamBatchMemOpParams> ops;
-  for (int64_t m = 0; m < t.size(); ++m) {
-    if (m == t.me) {
-      continue;
-    }
-    CUstreamBatchMemOpParams wait = {};
-    wait.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-    wait.waitValue.address = t.slot(t.me, Team::kRowsArrived, channel, m);
-    wait.waitValue.value = 1;
-    // At least 1: a released flag (CudaBackend::releaser) holds more.
-    wait.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-    ops.push_back(wait);
-  }
-  if (!ops.empty()) {
-    check(
-        batchMemOp()(stream, static_cast<unsigned>(ops.size()), ops.data(), 0),
-        "cuStreamBatchMemOp");
-  }
-  clearArrivals(members, channel, stream);
-  if (captured) {
-    return;
-  }
-  watch(
-      t.events.record(stream),
-      [started, what = std::move(what), members, rank = communicator_.rank()] {
-        const bool began = cudaEventQuery(started.get()) == cudaSuccess;
-        (void)cudaGetLastError();
-        return detail::concat(
-            "rank ",
-            rank,
-            " in ",
-            *what,
-            " with team ",
-            hir::teamString(members),
-            " on the CUDA backend: ",
-            began ? "waited for the peers' rows"
-                  : "waited for the work before receiving the peers' rows");
-      },
-      t.peers(),
-      run);
-}
-
 void CudaBackend::watch(
     std::shared_ptr<CUevent_st> done,
     std::function<std::string()> describe,
@@ -612,27 +381,6 @@ void CudaBackend::checkChannel(int64_t channel, const std::string& what) {
       channel,
       "; the CUDA backend serves channels 0 to ",
       kChannels - 1);
-}
-
-void CudaBackend::clearArrivals(
-    const std::vector<int64_t>& members, int64_t channel, cudaStream_t stream) {
-  Team& t = team(members);
-  std::vector<CUstreamBatchMemOpParams> ops;
-  for (int64_t m = 0; m < t.size(); ++m) {
-    if (m == t.me) {
-      continue;
-    }
-    CUstreamBatchMemOpParams op = {};
-    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-    op.writeValue.address = t.slot(t.me, Team::kRowsArrived, channel, m);
-    op.writeValue.value = 0;
-    ops.push_back(op);
-  }
-  if (!ops.empty()) {
-    check(
-        batchMemOp()(stream, static_cast<unsigned>(ops.size()), ops.data(), 0),
-        "cuStreamBatchMemOp");
-  }
 }
 
 bool cudaBackendAvailable() {
@@ -705,31 +453,6 @@ PendingCollective CudaBackend::permute(
     const at::Tensor&,
     const at::Tensor&,
     int64_t,
-    std::shared_ptr<const std::string>,
-    uint64_t) {
-  MDF_UNREACHABLE();
-}
-
-CudaBackend::RowPushes CudaBackend::pushRows(
-    const std::vector<int64_t>&,
-    const std::function<std::vector<RowPush>(int64_t)>&,
-    const at::Tensor&,
-    int64_t,
-    CUstream_st*,
-    std::shared_ptr<const std::string>,
-    uint64_t) {
-  MDF_UNREACHABLE();
-}
-
-void CudaBackend::clearArrivals(
-    const std::vector<int64_t>&, int64_t, CUstream_st*) {
-  MDF_UNREACHABLE();
-}
-
-void CudaBackend::receiveArrivals(
-    const std::vector<int64_t>&,
-    int64_t,
-    CUstream_st*,
     std::shared_ptr<const std::string>,
     uint64_t) {
   MDF_UNREACHABLE();
