@@ -98,27 +98,6 @@ class ArrivalTileScheduler : public sm90::RotatedTileScheduler<RowArrivals> {
   bool given_up_ = false;
 };
 
-// The tag that selects it.
-struct ArrivalScheduler {};
-
-} // namespace
-} // namespace mdfuser::kernels
-
-namespace cutlass::gemm::kernel::detail {
-template <class TileShape, class ClusterShape, uint32_t Stages>
-struct TileSchedulerSelector<
-    mdfuser::kernels::ArrivalScheduler,
-    arch::Sm90,
-    TileShape,
-    ClusterShape,
-    Stages> {
-  using Scheduler = mdfuser::kernels::ArrivalTileScheduler;
-};
-} // namespace cutlass::gemm::kernel::detail
-
-namespace mdfuser::kernels {
-namespace {
-
 sm90::Problem problemOf(const AllgatherGemmArgs& args) {
   return {
       args.gathered,
@@ -130,18 +109,9 @@ sm90::Problem problemOf(const AllgatherGemmArgs& args) {
       args.device};
 }
 
-// The GEMM's arguments, the scheduler's among them.
-template <class Gemm>
-auto argumentsOf(Gemm, const AllgatherGemmArgs& args) {
-  return Gemm::arguments(problemOf(args), [&](auto& scheduler) {
-    // Along N: a CTA's consecutive tiles share rows, and the rows come in
-    // member by member.
-    scheduler.raster_order = ArrivalTileScheduler::RasterOrderOptions::AlongN;
-    scheduler.max_swizzle_size = 1;
-    scheduler.payload = args.arrivals;
-    scheduler.tile_rows = Gemm::kTileRows;
-    scheduler.first_row = args.arrivals.rows_per_member * args.arrivals.me;
-  });
+// This member's rows first.
+int64_t firstRow(const AllgatherGemmArgs& args) {
+  return args.arrivals.rows_per_member * args.arrivals.me;
 }
 
 } // namespace
@@ -166,18 +136,19 @@ std::string allgatherGemmRefusal(const AllgatherGemmArgs& args) {
 }
 
 size_t allgatherGemmWorkspaceBytes(const AllgatherGemmArgs& args) {
-  return sm90::withGemm<ArrivalScheduler>(
-      args.dtype, problemOf(args), [&](auto gemm) {
-        return decltype(gemm)::workspaceBytes(argumentsOf(gemm, args));
-      });
+  return sm90::workspaceBytes<ArrivalTileScheduler>(
+      args.dtype, problemOf(args), args.arrivals, firstRow(args));
 }
 
 cudaError_t launchAllgatherGemm(
     const AllgatherGemmArgs& args, void* workspace, cudaStream_t stream) {
-  return sm90::withGemm<ArrivalScheduler>(
-      args.dtype, problemOf(args), [&](auto gemm) {
-        return decltype(gemm)::run(argumentsOf(gemm, args), workspace, stream);
-      });
+  return sm90::launch<ArrivalTileScheduler>(
+      args.dtype,
+      problemOf(args),
+      args.arrivals,
+      firstRow(args),
+      workspace,
+      stream);
 }
 
 } // namespace mdfuser::kernels

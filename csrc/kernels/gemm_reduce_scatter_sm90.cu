@@ -107,45 +107,15 @@ class CountingTileScheduler : public sm90::RotatedTileScheduler<TileCounts> {
   int32_t pending_ = 0;
 };
 
-// The tag that selects it.
-struct CountingScheduler {};
-
-} // namespace
-} // namespace mdfuser::kernels
-
-namespace cutlass::gemm::kernel::detail {
-template <class TileShape, class ClusterShape, uint32_t Stages>
-struct TileSchedulerSelector<
-    mdfuser::kernels::CountingScheduler,
-    arch::Sm90,
-    TileShape,
-    ClusterShape,
-    Stages> {
-  using Scheduler = mdfuser::kernels::CountingTileScheduler;
-};
-} // namespace cutlass::gemm::kernel::detail
-
-namespace mdfuser::kernels {
-namespace {
-
 sm90::Problem problemOf(const GemmReduceScatterArgs& args) {
   return {
       args.in, args.weight, args.partials, args.m, args.n, args.k, args.device};
 }
 
-template <class Gemm>
-auto argumentsOf(Gemm, const GemmReduceScatterArgs& args) {
-  return Gemm::arguments(problemOf(args), [&](auto& scheduler) {
-    // Along N: a CTA's consecutive tiles share rows, which finish member by
-    // member.
-    scheduler.raster_order = CountingTileScheduler::RasterOrderOptions::AlongN;
-    scheduler.max_swizzle_size = 1;
-    scheduler.payload = args.counts;
-    scheduler.tile_rows = Gemm::kTileRows;
-    // The next member's rows first, this member's own last.
-    const TileCounts& c = args.counts;
-    scheduler.first_row = c.rows_per_member * ((c.me + 1) % c.members);
-  });
+// The next member's rows first, this member's own last.
+int64_t firstRow(const GemmReduceScatterArgs& args) {
+  const TileCounts& c = args.counts;
+  return c.rows_per_member * ((c.me + 1) % c.members);
 }
 
 // Eight elements (16 bytes) to and from fp32.
@@ -220,7 +190,7 @@ std::string gemmReduceScatterRefusal(const GemmReduceScatterArgs& args) {
 
 std::vector<uint32_t> gemmReduceScatterTileCounts(
     const GemmReduceScatterArgs& args) {
-  return sm90::withGemm<CountingScheduler>(
+  return sm90::withGemm<CountingTileScheduler>(
       args.dtype, problemOf(args), [&](auto gemm) {
         using Gemm = decltype(gemm);
         return tileCountsOfBlocks(
@@ -229,18 +199,19 @@ std::vector<uint32_t> gemmReduceScatterTileCounts(
 }
 
 size_t gemmReduceScatterWorkspaceBytes(const GemmReduceScatterArgs& args) {
-  return sm90::withGemm<CountingScheduler>(
-      args.dtype, problemOf(args), [&](auto gemm) {
-        return decltype(gemm)::workspaceBytes(argumentsOf(gemm, args));
-      });
+  return sm90::workspaceBytes<CountingTileScheduler>(
+      args.dtype, problemOf(args), args.counts, firstRow(args));
 }
 
 cudaError_t launchGemmReduceScatter(
     const GemmReduceScatterArgs& args, void* workspace, cudaStream_t stream) {
-  return sm90::withGemm<CountingScheduler>(
-      args.dtype, problemOf(args), [&](auto gemm) {
-        return decltype(gemm)::run(argumentsOf(gemm, args), workspace, stream);
-      });
+  return sm90::launch<CountingTileScheduler>(
+      args.dtype,
+      problemOf(args),
+      args.counts,
+      firstRow(args),
+      workspace,
+      stream);
 }
 
 cudaError_t launchSumOfParts(

@@ -8,6 +8,8 @@
 // a[M, K] (row-major) times b[N, K] (row-major, so a K-major B) into
 // d[M, N] row-major, fp32 accumulation. Included by one .cu per kernel.
 
+#include <type_traits>
+
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cute/tensor.hpp>
@@ -34,161 +36,19 @@ struct Problem {
   int device = 0;
 };
 
-// The GEMM whose tile scheduler `SchedulerTag` selects (a specialization
-// of CUTLASS's TileSchedulerSelector, declared before this is
-// instantiated). Large problems take 128 × 256 tiles in clusters of two
-// along M (which share each B tile by multicast), problems of fewer tiles
-// than SMs 128 × 128 tiles alone, which keep more SMs busy.
-template <
-    class Element,
-    class TileShape,
-    class ClusterShape,
-    class SchedulerTag>
-struct Gemm {
-  using LayoutA = cutlass::layout::RowMajor;
-  using LayoutB = cutlass::layout::ColumnMajor;
-  using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlignment = 16 / sizeof(Element);
-  static constexpr int kTileRows = size<0>(TileShape{});
-  static constexpr int kTileCols = size<1>(TileShape{});
-  static constexpr int kClusterRows = size<0>(ClusterShape{});
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90,
-      cutlass::arch::OpClassTensorOp,
-      TileShape,
-      ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto,
-      float,
-      float,
-      void,
-      LayoutD,
-      kAlignment,
-      Element,
-      LayoutD,
-      kAlignment,
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90,
-      cutlass::arch::OpClassTensorOp,
-      Element,
-      LayoutA,
-      kAlignment,
-      Element,
-      LayoutB,
-      kAlignment,
-      float,
-      TileShape,
-      ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<
-      Shape<int, int, int, int>,
-      Mainloop,
-      Epilogue,
-      SchedulerTag>;
-  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  using Scheduler = typename Kernel::TileScheduler;
-
-  // The arguments of `problem`; `configure(arguments.scheduler)` sets the
-  // scheduler's own.
-  template <class Configure>
-  static typename Adapter::Arguments arguments(
-      const Problem& problem, Configure&& configure) {
-    const int m = static_cast<int>(problem.m);
-    const int n = static_cast<int>(problem.n);
-    const int k = static_cast<int>(problem.k);
-    using StrideA = typename Kernel::StrideA;
-    using StrideB = typename Kernel::StrideB;
-    using StrideD = typename Kernel::StrideD;
-    cutlass::KernelHardwareInfo hw_info;
-    hw_info.device_id = problem.device;
-    hw_info.sm_count =
-        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-            problem.device);
-    typename Adapter::Arguments arguments{
-        cutlass::gemm::GemmUniversalMode::kGemm,
-        {m, n, k, 1},
-        {static_cast<const Element*>(problem.a),
-         cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
-         static_cast<const Element*>(problem.b),
-         cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
-        {{1.0f, 0.0f},
-         nullptr,
-         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1}),
-         static_cast<Element*>(problem.d),
-         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
-        hw_info};
-    configure(arguments.scheduler);
-    return arguments;
-  }
-
-  static size_t workspaceBytes(const typename Adapter::Arguments& arguments) {
-    return Adapter::get_workspace_size(arguments);
-  }
-
-  static cudaError_t run(
-      const typename Adapter::Arguments& arguments,
-      void* workspace,
-      cudaStream_t stream) {
-    Adapter gemm;
-    if (gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
-      return cudaErrorInvalidValue;
-    }
-    if (gemm.initialize(arguments, workspace, stream) !=
-        cutlass::Status::kSuccess) {
-      return cudaErrorInvalidValue;
-    }
-    if (gemm.run(stream) != cutlass::Status::kSuccess) {
-      const cudaError_t error = cudaGetLastError();
-      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
-    }
-    return cudaSuccess;
-  }
-};
-
-using SmallTiles = Shape<_128, _128, _64>;
-using LargeTiles = Shape<_128, _256, _64>;
-using Alone = Shape<_1, _1, _1>;
-using PairsAlongM = Shape<_2, _1, _1>;
-
-// Whether the problem fills the GPU with 128 × 256 tiles.
-inline bool largeTiles(const Problem& problem) {
-  const int sms =
-      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-          problem.device);
-  return ((problem.m + 127) / 128) * ((problem.n + 255) / 256) >= sms;
-}
-
-// Calls fn with the GEMM of the problem's dtype and tile shape (an empty
-// object of its type).
-template <class SchedulerTag, class Fn>
-auto withGemm(GemmDtype dtype, const Problem& problem, Fn&& fn) {
-  const bool large = largeTiles(problem);
-  if (dtype == GemmDtype::kBFloat16) {
-    using E = cutlass::bfloat16_t;
-    return large ? fn(Gemm<E, LargeTiles, PairsAlongM, SchedulerTag>{})
-                 : fn(Gemm<E, SmallTiles, Alone, SchedulerTag>{});
-  }
-  using E = cutlass::half_t;
-  return large ? fn(Gemm<E, LargeTiles, PairsAlongM, SchedulerTag>{})
-               : fn(Gemm<E, SmallTiles, Alone, SchedulerTag>{});
-}
-
 // CUTLASS's persistent tile scheduler with the tiles' rows rotated: the
 // tile holding row `first_row` (rounded down to a cluster's first) comes
 // first, the others after it in order, wrapping around. `Payload` is what
 // a kernel's own scheduler, derived from this one, adds to the arguments
-// (its waits or its counts); it gives each tile through rotated().
-template <class Payload>
+// (its waits or its counts); it gives each tile through current().
+template <class P>
 class RotatedTileScheduler
     : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90 {
   using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
 
  public:
+  using Payload = P;
+
   struct Arguments : Base::Arguments {
     Payload payload;
     int32_t tile_rows = 0;
@@ -251,6 +111,204 @@ class RotatedTileScheduler
 
   Params params_;
 };
+
+// The tag that has CUTLASS's kernel take `Scheduler` (a RotatedTileScheduler)
+// as its tile scheduler.
+template <class Scheduler>
+struct Use {};
+
+} // namespace mdfuser::kernels::sm90
+
+namespace cutlass::gemm::kernel::detail {
+template <class S, class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<
+    mdfuser::kernels::sm90::Use<S>,
+    arch::Sm90,
+    TileShape,
+    ClusterShape,
+    Stages> {
+  using Scheduler = S;
+};
+} // namespace cutlass::gemm::kernel::detail
+
+namespace mdfuser::kernels::sm90 {
+
+// The GEMM whose tile scheduler is `Scheduler`, a RotatedTileScheduler
+// (complete where this is instantiated). Large problems take 128 × 256 tiles in
+// clusters of two along M (which share each B tile by multicast), problems of
+// fewer tiles than SMs 128 × 128 tiles alone, which keep more SMs busy.
+template <class Element, class TileShape, class ClusterShape, class Scheduler>
+struct Gemm {
+  using LayoutA = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::ColumnMajor;
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignment = 16 / sizeof(Element);
+  static constexpr int kTileRows = size<0>(TileShape{});
+  static constexpr int kTileCols = size<1>(TileShape{});
+  static constexpr int kClusterRows = size<0>(ClusterShape{});
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90,
+      cutlass::arch::OpClassTensorOp,
+      TileShape,
+      ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto,
+      float,
+      float,
+      void,
+      LayoutD,
+      kAlignment,
+      Element,
+      LayoutD,
+      kAlignment,
+      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90,
+      cutlass::arch::OpClassTensorOp,
+      Element,
+      LayoutA,
+      kAlignment,
+      Element,
+      LayoutB,
+      kAlignment,
+      float,
+      TileShape,
+      ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      Shape<int, int, int, int>,
+      Mainloop,
+      Epilogue,
+      Use<Scheduler>>;
+  static_assert(
+      std::is_same_v<typename Kernel::TileScheduler, Scheduler>,
+      "CUTLASS's kernel must take the scheduler that Use names");
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  // The arguments of `problem`, whose tiles the scheduler visits from the
+  // one holding `first_row` on, with `payload`.
+  static typename Adapter::Arguments arguments(
+      const Problem& problem,
+      const typename Scheduler::Payload& payload,
+      int64_t first_row) {
+    const int m = static_cast<int>(problem.m);
+    const int n = static_cast<int>(problem.n);
+    const int k = static_cast<int>(problem.k);
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideD = typename Kernel::StrideD;
+    cutlass::KernelHardwareInfo hw_info;
+    hw_info.device_id = problem.device;
+    hw_info.sm_count =
+        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+            problem.device);
+    typename Adapter::Arguments arguments{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {m, n, k, 1},
+        {static_cast<const Element*>(problem.a),
+         cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
+         static_cast<const Element*>(problem.b),
+         cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
+        {{1.0f, 0.0f},
+         nullptr,
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1}),
+         static_cast<Element*>(problem.d),
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
+        hw_info};
+    auto& scheduler = arguments.scheduler;
+    // Along N: a CTA's consecutive tiles share rows, which arrive (or are
+    // finished and sent) member by member.
+    scheduler.raster_order = Scheduler::RasterOrderOptions::AlongN;
+    scheduler.max_swizzle_size = 1;
+    scheduler.payload = payload;
+    scheduler.tile_rows = kTileRows;
+    scheduler.first_row = first_row;
+    return arguments;
+  }
+
+  static size_t workspaceBytes(const typename Adapter::Arguments& arguments) {
+    return Adapter::get_workspace_size(arguments);
+  }
+
+  static cudaError_t run(
+      const typename Adapter::Arguments& arguments,
+      void* workspace,
+      cudaStream_t stream) {
+    Adapter gemm;
+    if (gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
+      return cudaErrorInvalidValue;
+    }
+    if (gemm.initialize(arguments, workspace, stream) !=
+        cutlass::Status::kSuccess) {
+      return cudaErrorInvalidValue;
+    }
+    if (gemm.run(stream) != cutlass::Status::kSuccess) {
+      const cudaError_t error = cudaGetLastError();
+      return error == cudaSuccess ? cudaErrorLaunchFailure : error;
+    }
+    return cudaSuccess;
+  }
+};
+
+using SmallTiles = Shape<_128, _128, _64>;
+using LargeTiles = Shape<_128, _256, _64>;
+using Alone = Shape<_1, _1, _1>;
+using PairsAlongM = Shape<_2, _1, _1>;
+
+// Whether the problem fills the GPU with 128 × 256 tiles.
+inline bool largeTiles(const Problem& problem) {
+  const int sms =
+      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+          problem.device);
+  return ((problem.m + 127) / 128) * ((problem.n + 255) / 256) >= sms;
+}
+
+// Calls fn with the GEMM of the problem's dtype and tile shape (an empty
+// object of its type).
+template <class Scheduler, class Fn>
+auto withGemm(GemmDtype dtype, const Problem& problem, Fn&& fn) {
+  const bool large = largeTiles(problem);
+  if (dtype == GemmDtype::kBFloat16) {
+    using E = cutlass::bfloat16_t;
+    return large ? fn(Gemm<E, LargeTiles, PairsAlongM, Scheduler>{})
+                 : fn(Gemm<E, SmallTiles, Alone, Scheduler>{});
+  }
+  using E = cutlass::half_t;
+  return large ? fn(Gemm<E, LargeTiles, PairsAlongM, Scheduler>{})
+               : fn(Gemm<E, SmallTiles, Alone, Scheduler>{});
+}
+
+// The workspace the GEMM of `Scheduler` takes for `problem`, and its
+// launch on `stream` (arguments as Gemm::arguments).
+template <class Scheduler>
+size_t workspaceBytes(
+    GemmDtype dtype,
+    const Problem& problem,
+    const typename Scheduler::Payload& payload,
+    int64_t first_row) {
+  return withGemm<Scheduler>(dtype, problem, [&](auto gemm) {
+    using G = decltype(gemm);
+    return G::workspaceBytes(G::arguments(problem, payload, first_row));
+  });
+}
+
+template <class Scheduler>
+cudaError_t launch(
+    GemmDtype dtype,
+    const Problem& problem,
+    const typename Scheduler::Payload& payload,
+    int64_t first_row,
+    void* workspace,
+    cudaStream_t stream) {
+  return withGemm<Scheduler>(dtype, problem, [&](auto gemm) {
+    using G = decltype(gemm);
+    return G::run(G::arguments(problem, payload, first_row), workspace, stream);
+  });
+}
 
 // The global timer, in nanoseconds.
 __device__ inline uint64_t globalTimer() {
