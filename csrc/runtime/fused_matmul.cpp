@@ -25,7 +25,7 @@ namespace mdfuser {
 #if defined(MDFUSER_HAS_CUDA) && defined(MDFUSER_HAS_FUSED_KERNELS)
 
 // What a fused statement keeps between runs: its channel of the team's
-// flags, the kernel's error word and a stream for its moves.
+// flags, a stream for its moves, and what its kind of kernel keeps.
 struct FusedStatement {
   FusedStatement() = default;
   FusedStatement(const FusedStatement&) = delete;
@@ -42,15 +42,19 @@ struct FusedStatement {
   }
 
   int64_t channel = 0;
-  // Mapped host memory the kernel writes a missing member into.
-  int32_t* status = nullptr;
   cudaStream_t moves = nullptr;
   std::vector<int64_t> team;
   std::string what;
-  // GEMM + reduce-scatter: the kernel's partial sums, which the moves read
-  // until the next run's kernel, and its tile counters (zero between runs).
+  // Allgather + GEMM: mapped host memory the kernel writes a missing member
+  // into (made by the first run).
+  int32_t* status = nullptr;
+  // GEMM + reduce-scatter (made by the first run; the statement's key fixes
+  // the shapes): the kernel's partial sums, which the moves read until the
+  // next run's kernel, its tile counters (zero between runs), and the count
+  // each counter reaches.
   at::Tensor partials;
   at::Tensor counters;
+  std::vector<uint32_t> tile_counts;
 };
 
 // The fused statements of one backend, by key, kept as long as the backend
@@ -85,11 +89,6 @@ class FusedStatements {
     s->channel = channel;
     s->team = team;
     s->what = what;
-    void* status = nullptr;
-    MDF_CUDA_CHECK(
-        cudaHostAlloc(&status, sizeof(int32_t), cudaHostAllocMapped));
-    s->status = static_cast<int32_t*>(status);
-    *s->status = 0;
     MDF_CUDA_CHECK(cudaStreamCreateWithFlags(&s->moves, cudaStreamNonBlocking));
     return *statements_.emplace(key, std::move(s)).first->second;
   }
@@ -249,6 +248,13 @@ void fusedAllgatherLinear(
   checkOperands(in, weight, out, what);
 
   FusedStatement& s = statementOf(backend, team, key, what);
+  if (s.status == nullptr) {
+    void* status = nullptr;
+    MDF_CUDA_CHECK(
+        cudaHostAlloc(&status, sizeof(int32_t), cudaHostAllocMapped));
+    s.status = static_cast<int32_t*>(status);
+    *s.status = 0;
+  }
   raiseKernelError(s, rank);
 
   const int64_t rows = in.size(0);
@@ -376,8 +382,10 @@ void fusedLinearReduceScatter(
   args.counts.parts = static_cast<int32_t>(parts);
   const std::string refusal = kernels::gemmReduceScatterRefusal(args);
   MDF_USER_CHECK(refusal.empty(), what, ": ", refusal);
-  const std::vector<uint32_t> counts =
-      kernels::gemmReduceScatterTileCounts(args);
+  if (s.tile_counts.empty()) {
+    s.tile_counts = kernels::gemmReduceScatterTileCounts(args);
+  }
+  const std::vector<uint32_t>& counts = s.tile_counts;
 
   cudaStream_t compute =
       c10::cuda::getCurrentCUDAStream(out.device().index()).stream();
