@@ -237,12 +237,15 @@ if [ "$SANITIZER" -eq 1 ]; then
         "$PYTHON" examples/row_parallel_linear.py --hidden 64 --tokens 96 --chunks 3 --backend cuda \
         --cuda-graph
       # The fused matmul kernels on their smallest exact cases (Hopper, one
-      # GPU a rank).
+      # GPU a rank). Without API errors: torch's symmetric memory probes
+      # for fabric handles with a cuMemCreate that the machines refuse
+      # (CUDA_ERROR_NOT_PERMITTED, handled by torch), which memcheck would
+      # count as the run's one error.
       if [ "$NGPU" -ge 2 ] && "$PYTHON" -c \
         'import sys, torch; sys.exit(torch.cuda.get_device_capability() != (9, 0))'; then
         step "sanitizer_${tool}_fused" 300 torchrun --nproc-per-node 2 --master-port 29399 \
           --no-python compute-sanitizer --tool "$tool" --error-exitcode 99 \
-          "$PYTHON" -m pytest tests/python/multidevice/test_fused_matmul.py \
+          --report-api-errors no "$PYTHON" -m pytest tests/python/multidevice/test_fused_matmul.py \
           -k "exact and tile_rows" "${MULTI_PYTEST[@]}"
       fi
     done
