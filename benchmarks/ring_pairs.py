@@ -371,6 +371,36 @@ class Bench:
                     self.timer.sync()
             if self.rank == 0:
                 print_statements(f"{pair.name} {variant} s={s}", prof.profile)
+        if self.cuda:
+            self.kernels(pair, runnable)
+
+    def kernels(self, pair: Pair, runnable: dict[str, dict]) -> None:
+        """--profile on GPUs: the CUDA kernels and copies of one call of the
+        GEMM alone, of the default at the largest s and of the fused kernel
+        (one chunk), rank 0: what each spends its device time on."""
+        s = max(pair.fds)
+        default = pair.define(s)
+        runs = [
+            ("gemm_only", pair.parts["gemm_only"]),
+            (f"mdfuser s={s}", lambda: default.execute(pair.inputs[s])),
+        ]
+        if "mdfuser_fused" in runnable and 1 in pair.fds:
+            fused = pair.define(1)
+            kwargs = runnable["mdfuser_fused"]
+            runs.append(("mdfuser_fused s=1", lambda: fused.execute(pair.inputs[1], **kwargs)))
+        activities = [torch.profiler.ProfilerActivity.CUDA]
+        for name, run in runs:
+            # Set up (and, for the default, captured) outside the profile;
+            # the ranks meet before the profiled call.
+            for _ in range(3):
+                run()
+            self.timer.sync()
+            with torch.profiler.profile(activities=activities) as prof:
+                run()
+                self.timer.sync()
+            if self.rank == 0:
+                print(f"\n{pair.name} {name}: CUDA kernels and copies, rank 0")
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
 
     def checked(self, pair: Pair) -> list[tuple[str, int, Callable, float | None]]:
         """Every variant that runs here, checked against torch_no_overlap:
