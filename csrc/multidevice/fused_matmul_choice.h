@@ -13,7 +13,7 @@
 // reduce-scatter of its partial sums, are computed by one fused kernel (the
 // host statements AllgatherLinear and LinearReduceScatter; the kernels are
 // described in runtime/fused_matmul.h) instead of a ring of moves beside
-// GEMMs. Lowering (host_ir/lower.cpp) and the stream-chunk cost model
+// GEMMs. Lowering (host_ir/lower_rings.cpp) and the stream-chunk cost model
 // (passes/choose_stream_chunks.cpp) ask the same question here, which is why
 // it lives below both.
 namespace mdfuser {

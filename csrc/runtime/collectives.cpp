@@ -1,75 +1,22 @@
 // SPDX-License-Identifier: MIT
+//
+// Each collective type mapped onto c10d primitives, posted through a
+// Posting (runtime/collective_posting.h).
 #include "runtime/collectives.h"
 
 #include <algorithm>
-#include <future>
 #include <limits>
-#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include <ATen/Dispatch.h>
-#include <ATen/ops/empty.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ir/errors.h"
+#include "runtime/collective_posting.h"
 
 namespace mdfuser {
-
-PendingCollective::PendingCollective(
-    std::vector<c10::intrusive_ptr<c10d::Work>> works,
-    std::function<void()> epilogue)
-    : works_(std::move(works)), epilogue_(std::move(epilogue)) {}
-
-void PendingCollective::wait() {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works = std::move(works_);
-  std::function<void()> epilogue = std::move(epilogue_);
-  works_.clear();
-  epilogue_ = nullptr;
-  for (const c10::intrusive_ptr<c10d::Work>& work : works) {
-    work->wait();
-  }
-  if (epilogue) {
-    epilogue();
-  }
-}
-
-void PendingCollective::waitInterruptibly(
-    const std::function<void()>& interrupt, std::chrono::milliseconds period) {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works = std::move(works_);
-  std::function<void()> epilogue = std::move(epilogue_);
-  works_.clear();
-  epilogue_ = nullptr;
-  for (const c10::intrusive_ptr<c10d::Work>& work : works) {
-    if (work->isCompleted()) {
-      work->wait();
-      continue;
-    }
-    // Gloo's waits cannot be cut short (a send or receive that times out
-    // breaks its connection; they never report completion before their
-    // wait), so a thread waits and this one watches.
-    auto done = std::make_shared<std::promise<void>>();
-    std::future<void> finished = done->get_future();
-    std::thread([work, done] {
-      try {
-        work->wait();
-        done->set_value();
-      } catch (...) {
-        done->set_exception(std::current_exception());
-      }
-    }).detach();
-    while (finished.wait_for(period) != std::future_status::ready) {
-      interrupt();
-    }
-    finished.get();
-  }
-  if (epilogue) {
-    epilogue();
-  }
-}
 
 // Both backends get the same primitives: Gloo in torch 2.11 implements
 // every one used here (the base variants of reduce-scatter and allgather
@@ -79,21 +26,10 @@ void PendingCollective::waitInterruptibly(
 // non-contiguous buffers and parts along an inner axis are staged.
 namespace {
 
-using Works = std::vector<c10::intrusive_ptr<c10d::Work>>;
-
-std::string listString(const std::vector<int64_t>& ranks) {
-  std::string s = "(";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    s += (i > 0 ? " " : "") + std::to_string(ranks[i]);
-  }
-  return s + ")";
-}
-
-// The position of `rank` in `ranks`, or -1.
-int64_t indexIn(const std::vector<int64_t>& ranks, int64_t rank) {
-  auto it = std::find(ranks.begin(), ranks.end(), rank);
-  return it == ranks.end() ? -1 : it - ranks.begin();
-}
+using collectives_detail::indexIn;
+using collectives_detail::listString;
+using collectives_detail::Posting;
+using collectives_detail::Works;
 
 // `t` as its `n` equal parts along `axis`, stacked: [n, ...part...]. A view.
 at::Tensor partsOf(const at::Tensor& t, int64_t axis, int64_t n) {
@@ -127,284 +63,6 @@ c10::Scalar identity(c10d::ReduceOp::RedOpType op, at::ScalarType dtype) {
   });
   return result;
 }
-
-// One collective being posted on this rank: the request, this rank's place
-// in it, and the staging that wait() finishes.
-class Posting {
- public:
-  Posting(c10d::Backend& backend, const CollectiveRequest& request)
-      : backend(backend),
-        request(request),
-        me(indexIn(request.team, request.rank)),
-        size(static_cast<int64_t>(request.team.size())),
-        is_sender(indexIn(request.senders, request.rank) >= 0),
-        is_receiver(indexIn(request.receivers, request.rank) >= 0) {
-    checkCommon();
-  }
-
-  c10d::Backend& backend;
-  const CollectiveRequest& request;
-  const int64_t me;
-  const int64_t size;
-  const bool is_sender;
-  const bool is_receiver;
-
-  // Prefix of every message about this request.
-  std::string where() const {
-    return detail::concat(request.type, " on rank ", request.rank, ": ");
-  }
-
-  int teamIndex(int64_t rank) const {
-    return static_cast<int>(indexIn(request.team, rank));
-  }
-
-  // senders == receivers == team, in team order.
-  void expectWholeTeam() const {
-    MDF_CHECK(
-        request.senders == request.team && request.receivers == request.team,
-        where(),
-        "expected senders ",
-        listString(request.senders),
-        " and receivers ",
-        listString(request.receivers),
-        " to be the team ",
-        listString(request.team));
-  }
-
-  // The team is `members` plus `root`, who may or may not be one of them.
-  void expectRootAnd(
-      int64_t root,
-      const std::vector<int64_t>& members,
-      const char* what) const {
-    MDF_CHECK(!members.empty(), where(), "no ", what, " (root ", root, ")");
-    for (int64_t rank : request.team) {
-      MDF_CHECK(
-          rank == root || indexIn(members, rank) >= 0,
-          where(),
-          "team member ",
-          rank,
-          " of ",
-          listString(request.team),
-          " is neither the root ",
-          root,
-          " nor one of the ",
-          what,
-          " ",
-          listString(members));
-    }
-  }
-
-  // `whole` is `n` parts of `part`'s shape along `axis`.
-  void expectParts(
-      const at::Tensor& whole,
-      const char* whole_name,
-      const at::Tensor& part,
-      const char* part_name,
-      int64_t axis,
-      int64_t n) const {
-    bool ok = whole.dim() == part.dim() && axis >= 0 && axis < whole.dim();
-    for (int64_t d = 0; ok && d < whole.dim(); ++d) {
-      ok = whole.size(d) == (d == axis ? n : 1) * part.size(d);
-    }
-    MDF_CHECK(
-        ok,
-        where(),
-        whole_name,
-        " has shape ",
-        whole.sizes(),
-        " and ",
-        part_name,
-        " has shape ",
-        part.sizes(),
-        "; expected ",
-        whole_name,
-        " to be ",
-        n,
-        " parts of ",
-        part_name,
-        " along axis ",
-        axis);
-  }
-
-  // `whole` splits into `n` equal parts along `axis`.
-  void expectSplits(
-      const at::Tensor& whole,
-      const char* name,
-      int64_t axis,
-      int64_t n) const {
-    MDF_CHECK(
-        axis >= 0 && axis < whole.dim() && whole.size(axis) % n == 0,
-        where(),
-        name,
-        " has shape ",
-        whole.sizes(),
-        "; expected axis ",
-        axis,
-        " to split into ",
-        n,
-        " equal parts");
-  }
-
-  void expectSameShape() const {
-    MDF_CHECK(
-        request.in.sizes() == request.out.sizes(),
-        where(),
-        "in has shape ",
-        request.in.sizes(),
-        " but out has shape ",
-        request.out.sizes());
-  }
-
-  bool alone() const {
-    return size == 1;
-  }
-
-  // The result of a team of one: nothing to post.
-  Works local() const {
-    if (request.in.defined() && request.out.defined() &&
-        !request.out.is_same(request.in)) {
-      request.out.copy_(request.in);
-    }
-    return {};
-  }
-
-  // c10d reads contiguous buffers: `src` itself when it is one, else a
-  // contiguous copy.
-  at::Tensor input(const at::Tensor& src) {
-    if (src.is_contiguous()) {
-      return src;
-    }
-    at::Tensor copy = src.contiguous();
-    temporaries_.push_back(copy);
-    return copy;
-  }
-
-  // A contiguous copy of `src` that c10d may overwrite.
-  at::Tensor copy(const at::Tensor& src) {
-    at::Tensor copy = src.clone(at::MemoryFormat::Contiguous);
-    temporaries_.push_back(copy);
-    return copy;
-  }
-
-  // c10d writes contiguous buffers: `dst` itself when it is one, else a
-  // contiguous temporary that wait() copies into `dst`.
-  at::Tensor output(const at::Tensor& dst) {
-    if (dst.is_contiguous()) {
-      return dst;
-    }
-    at::Tensor temporary = at::empty(dst.sizes(), dst.options());
-    temporaries_.push_back(temporary);
-    copies_.emplace_back(dst, temporary);
-    return temporary;
-  }
-
-  // A buffer c10d reduces in place: it starts as `in` and ends in `out`.
-  at::Tensor inPlace(const at::Tensor& in, const at::Tensor& out) {
-    at::Tensor buffer = output(out);
-    if (!buffer.is_same(in)) {
-      buffer.copy_(in);
-    }
-    return buffer;
-  }
-
-  // A buffer of this collective's dtype and device whose contents nobody
-  // reads.
-  at::Tensor scratch(at::IntArrayRef sizes) {
-    const at::Tensor& like = request.in.defined() ? request.in : request.out;
-    at::Tensor temporary = at::empty(sizes, like.options());
-    temporaries_.push_back(temporary);
-    return temporary;
-  }
-
-  PendingCollective finish(Works works) {
-    if (copies_.empty() && temporaries_.empty()) {
-      return PendingCollective(std::move(works), nullptr);
-    }
-    // The works' wait() ordered the current stream after the collective:
-    // the copies follow it there, and the temporaries are kept from reuse
-    // until that stream is past them (posting may have used another).
-    return PendingCollective(
-        std::move(works),
-        [copies = std::move(copies_), temporaries = std::move(temporaries_)] {
-          for (const auto& [dst, src] : copies) {
-            dst.copy_(src);
-          }
-          for (const at::Tensor& temporary : temporaries) {
-            if (!temporary.device().is_cpu()) {
-              c10::impl::VirtualGuardImpl impl(temporary.device().type());
-              temporary.record_stream(impl.getStream(temporary.device()));
-            }
-          }
-        });
-  }
-
- private:
-  void checkCommon() const {
-    MDF_CHECK(
-        me >= 0,
-        where(),
-        "the rank is not in the team ",
-        listString(request.team));
-    MDF_CHECK(
-        backend.getSize() == size && backend.getRank() == me,
-        where(),
-        "the backend is rank ",
-        backend.getRank(),
-        " of ",
-        backend.getSize(),
-        ", not rank ",
-        me,
-        " of the team ",
-        listString(request.team));
-    for (const std::vector<int64_t>* ranks :
-         {&request.senders, &request.receivers}) {
-      for (int64_t rank : *ranks) {
-        MDF_CHECK(
-            indexIn(request.team, rank) >= 0,
-            where(),
-            "sender or receiver ",
-            rank,
-            " is not in the team ",
-            listString(request.team));
-      }
-    }
-    MDF_CHECK(
-        request.in.defined() == is_sender,
-        where(),
-        is_sender ? "a sender needs" : "only a sender has",
-        " an input buffer");
-    MDF_CHECK(
-        request.out.defined() == is_receiver,
-        where(),
-        is_receiver ? "a receiver needs" : "only a receiver has",
-        " an output buffer");
-    if (is_sender && is_receiver) {
-      MDF_CHECK(
-          request.in.dtype() == request.out.dtype() &&
-              request.in.device() == request.out.device(),
-          where(),
-          "in is ",
-          request.in.dtype(),
-          " on ",
-          request.in.device(),
-          " but out is ",
-          request.out.dtype(),
-          " on ",
-          request.out.device());
-    }
-    MDF_CHECK(
-        request.op == c10d::ReduceOp::SUM ||
-            request.op == c10d::ReduceOp::MAX ||
-            request.op == c10d::ReduceOp::MIN,
-        where(),
-        "reduction ",
-        static_cast<int>(request.op),
-        " is none of SUM, MAX, MIN");
-  }
-
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies_;
-  std::vector<at::Tensor> temporaries_;
-};
 
 Works postAllreduce(Posting& p) {
   p.expectWholeTeam();
