@@ -23,6 +23,32 @@ using communicator_detail::kStuckFreshMs;
 using communicator_detail::nowMs;
 using communicator_detail::stuckRecord;
 
+namespace {
+
+// The error of `rank` stopping its wait in `operation` because a member of
+// `team` has exited, or nothing while none has.
+std::optional<CommunicationError> peerExited(
+    c10d::Store& store,
+    const std::vector<int64_t>& team,
+    int64_t rank,
+    const std::string& operation) {
+  const std::optional<PeerFailure> exit = exitedAmong(store, team, rank);
+  if (!exit) {
+    return std::nullopt;
+  }
+  return CommunicationError(
+      detail::concat(
+          "rank ",
+          rank,
+          " stopped waiting in ",
+          operation,
+          ": ",
+          describeExit(*exit)),
+      /*timed_out=*/false);
+}
+
+} // namespace
+
 CommunicationError Communicator::lostStore(
     const std::string& operation, const std::exception& e) {
   peer_failed_ = true;
@@ -142,18 +168,10 @@ void Communicator::throwIfPeerFailed(
     const std::vector<int64_t>& team, const std::string& operation) {
   int64_t failures = 0;
   try {
-    if (std::optional<PeerFailure> exit =
-            exitedAmong(*state().store, team, rank())) {
+    if (std::optional<CommunicationError> error =
+            peerExited(*state().store, team, rank(), operation)) {
       peer_failed_ = true;
-      throw CommunicationError(
-          detail::concat(
-              "rank ",
-              rank(),
-              " stopped waiting in ",
-              operation,
-              ": ",
-              describeExit(*exit)),
-          /*timed_out=*/false);
+      throw *error;
     }
     failures = failureCount(*state_->store);
   } catch (const CommunicationError&) {
@@ -241,18 +259,10 @@ void Communicator::recover() {
   try {
     const bool everyone =
         arriveAndWait(*s.store, key, size(), options_.timeout, arrived, [&] {
-          if (std::optional<PeerFailure> exit =
-                  exitedAmong(*s.store, world(), rank())) {
+          if (std::optional<CommunicationError> error =
+                  peerExited(*s.store, world(), rank(), operation)) {
             peer_failed_ = true;
-            throw CommunicationError(
-                detail::concat(
-                    "rank ",
-                    rank(),
-                    " stopped waiting in ",
-                    operation,
-                    ": ",
-                    describeExit(*exit)),
-                /*timed_out=*/false);
+            throw *error;
           }
         });
     if (!everyone) {
