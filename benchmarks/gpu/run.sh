@@ -6,9 +6,12 @@
 # compute-sanitizer on a small case, then the row-parallel benchmark and,
 # with --blocks, the transformer block benchmark. Every step runs even when
 # an earlier one fails. Results go to $OUT: the summary, one log of every
-# step, the benchmark JSON and every rank's profiler traces in one archive (see
-# doc/gpu_machines.md for what the machine lacks and how the .carry folder
-# supplies it).
+# step, the benchmark JSON in one archive (results.tar.gz, results/*.json)
+# and every rank's profiler traces in another (traces.tar.gz), both
+# repacked after every step, so that a call returns at most four files
+# whatever it runs (the device tool returns eight) and what ran before a
+# step that outlasts the call (see doc/gpu_machines.md for what the
+# machine lacks and how the .carry folder supplies it).
 #
 #   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
 #                         [--sanitizer] [--sizes H,T] [--blocks] [--rings] [--balanced]
@@ -22,8 +25,7 @@
 # and SP) at its default GPU sizes (at d = 1 on a machine of one GPU), one
 # torchrun per block so that a failing
 # block leaves the others' results, merged into one
-# $OUT/transformer_blocks_d<N>.json per world size. $OUT returns at most 8
-# files: on a machine of 8 GPUs, combine --blocks with --skip-bench.
+# results/transformer_blocks_d<N>.json per world size.
 #
 # --rings runs benchmarks/ring_pairs.py (the allgather + column-parallel
 # linear and the row-parallel linear + reduce-scatter; mdfuser's
@@ -32,7 +34,7 @@
 # of 2, 4 and 8 the machine has, at H,T (--sizes), again with the balanced
 # --k 2048, and at the reference's fp16 M = N = K = 1024 (ag_linear only,
 # --queued 16), one torchrun per shape. All its
-# records go into one file, $OUT/ring_pairs.json, merged after every run.
+# records go into one file, results/ring_pairs.json, merged after every run.
 # On a machine of one GPU it runs benchmarks/gpu/ring_host_time.py instead:
 # two processes sharing the GPU, the host time per call of the CUDA
 # backend's rings with and without CUDA graphs. With --blocks it also adds
@@ -62,6 +64,9 @@ WORK=$(mktemp -d)
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
 : >"$LOG"
+# The benchmarks' JSON, packed into $OUT/results.tar.gz after every step.
+RESULTS=$WORK/results
+mkdir -p "$RESULTS"
 SKIP_TESTS=0
 SKIP_BENCH=0
 SANITIZER=0
@@ -125,6 +130,19 @@ step() {
   [ "$rc" -ne 124 ] || verdict="TIMED OUT after ${limit}s"
   printf '%-28s %-22s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$SUMMARY"
   tail -n 4 "$WORK/step.log"
+  pack
+  return 0
+}
+
+# The JSON and the profiler traces written so far, each folder in one
+# archive of $OUT.
+pack() {
+  if compgen -G "$RESULTS/*.json" >/dev/null; then
+    tar -czf "$OUT/results.tar.gz" -C "$WORK" results 2>>"$LOG"
+  fi
+  if [ -d "$WORK/traces" ]; then
+    tar -czf "$OUT/traces.tar.gz" -C "$WORK" traces 2>>"$LOG"
+  fi
   return 0
 }
 
@@ -253,19 +271,14 @@ if [ "$SANITIZER" -eq 1 ]; then
 fi
 
 # --- benchmark -------------------------------------------------------------
-# Every rank's profiler traces, packed into one $OUT/traces.tar.gz after
-# each step that writes some ($OUT returns at most eight files).
+# Every rank's profiler traces, packed by step() into $OUT/traces.tar.gz.
 TRACES=$WORK/traces
-pack_traces() {
-  [ -d "$TRACES" ] && tar -czf "$OUT/traces.tar.gz" -C "$WORK" traces 2>>"$LOG"
-  return 0
-}
 bench() { # bench NAME NPROC ARGS...
   local name=$1 n=$2
   shift 2
   step "$name" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + RANDOM % 400)) \
     benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --iters 60 \
-    --json "$OUT/$name.json" "$@"
+    --json "$RESULTS/$name.json" "$@"
 }
 if [ "$SWEEP" -eq 1 ]; then
   n=$NGPU
@@ -288,25 +301,23 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
     [ "$n" -ne "$largest" ] || trace=(--trace "$TRACES/d$n")
     step "bench_d$n" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
-      --json "$OUT/row_parallel_linear_d$n.json" "${trace[@]}"
-    pack_traces
+      --json "$RESULTS/row_parallel_linear_d$n.json" "${trace[@]}"
     # The overlap benchmarks as pytest-benchmark tests, launched as
-    # nvFuser's multidevice tests are (--only-mpi); their JSON in $OUT.
+    # nvFuser's multidevice tests are (--only-mpi); their JSON in results/.
     step "pytest_benchmarks_torchrun_$n" 300 torchrun --nproc-per-node "$n" \
       --master-port $((29430 + n)) -m pytest tests/python/multidevice/test_overlap_benchmarks.py \
-      --only-mpi -k benchmark "${MULTI_PYTEST[@]}" --benchmark-json "$OUT/pytest_benchmarks_d$n.json"
+      --only-mpi -k benchmark "${MULTI_PYTEST[@]}" --benchmark-json "$RESULTS/pytest_benchmarks_d$n.json"
     # The balanced shape of d = 2, where the GEMM and the allreduce alone
     # take about as long (doc/benchmarks.md).
     if [ "$n" -eq 2 ] && [ "$BALANCED" -eq 1 ]; then
       step "bench_d2_balanced" 300 torchrun --nproc-per-node 2 --master-port 29530 \
         benchmarks/row_parallel_linear.py -H 1024 -t 65536 --chunks 1,2,4,8 \
-        --json "$OUT/row_parallel_linear_d2_balanced.json" --trace "$TRACES/d2_balanced"
-      pack_traces
-    fi
+        --json "$RESULTS/row_parallel_linear_d2_balanced.json" --trace "$TRACES/d2_balanced"
+      fi
     if [ "$HIGH_PRIORITY" -eq 1 ]; then
       step "bench_d${n}_high_priority" 300 torchrun --nproc-per-node "$n" --master-port $((29510 + n)) \
         benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 --nccl-high-priority \
-        --json "$OUT/row_parallel_linear_d${n}_hp.json"
+        --json "$RESULTS/row_parallel_linear_d${n}_hp.json"
     fi
   done
 fi
@@ -332,7 +343,8 @@ if [ "$BLOCKS" -eq 1 ]; then
       # Merged after every block: what ran is in $OUT even if a later block
       # outlasts the call.
       "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
-        "$OUT/transformer_blocks_d$n.json" "$WORK"/blocks_*_d"$n".json 2>>"$LOG"
+        "$RESULTS/transformer_blocks_d$n.json" "$WORK"/blocks_*_d"$n".json 2>>"$LOG"
+      pack
     done
   done
 fi
@@ -342,7 +354,7 @@ if [ "$RINGS" -eq 1 ]; then
     # Two processes share the GPU: the host time per call of the CUDA
     # backend's rings, with and without CUDA graphs (GPU times mean little).
     step ring_host_time 300 env MDFUSER_SHARE_DEVICES=1 torchrun --nproc-per-node 2 \
-      --master-port 29790 benchmarks/gpu/ring_host_time.py --breakdown --json "$OUT/ring_host_time.json"
+      --master-port 29790 benchmarks/gpu/ring_host_time.py --breakdown --json "$RESULTS/ring_host_time.json"
   fi
   for n in $WORLD_SIZES; do
     [ "$NGPU" -ge "$n" ] || continue
@@ -363,7 +375,8 @@ if [ "$RINGS" -eq 1 ]; then
       # Merged after every run: what ran is in $OUT even if a later run
       # outlasts the call.
       "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
-        "$OUT/ring_pairs.json" "$WORK"/rings_*.json 2>>"$LOG"
+        "$RESULTS/ring_pairs.json" "$WORK"/rings_*.json 2>>"$LOG"
+      pack
     done
   done
 fi
