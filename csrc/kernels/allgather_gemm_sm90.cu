@@ -117,15 +117,9 @@ int64_t firstRow(const AllgatherGemmArgs& args) {
 } // namespace
 
 std::string allgatherGemmRefusal(const AllgatherGemmArgs& args) {
-  if (args.m <= 0 || args.n <= 0 || args.k <= 0) {
-    return "the kernel computes no empty product (M, N and K must be > 0)";
-  }
-  if (args.k % 8 != 0 || args.n % 8 != 0) {
-    return "the kernel's TMA loads and stores need K and N to be multiples "
-           "of 8 elements";
-  }
-  if (args.m > INT32_MAX || args.n > INT32_MAX || args.k > INT32_MAX) {
-    return "the kernel indexes extents with 32 bits";
+  if (std::string refusal = sm90::problemRefusal(problemOf(args));
+      !refusal.empty()) {
+    return refusal;
   }
   if (args.arrivals.members < 1 || args.arrivals.me < 0 ||
       args.arrivals.me >= args.arrivals.members ||

@@ -167,15 +167,9 @@ __global__ void sumOfParts(Parts parts, uint4* out, int64_t packs) {
 } // namespace
 
 std::string gemmReduceScatterRefusal(const GemmReduceScatterArgs& args) {
-  if (args.m <= 0 || args.n <= 0 || args.k <= 0) {
-    return "the kernel computes no empty product (M, N and K must be > 0)";
-  }
-  if (args.k % 8 != 0 || args.n % 8 != 0) {
-    return "the kernel's TMA loads and stores need K and N to be multiples "
-           "of 8 elements";
-  }
-  if (args.m > INT32_MAX || args.n > INT32_MAX || args.k > INT32_MAX) {
-    return "the kernel indexes extents with 32 bits";
+  if (std::string refusal = sm90::problemRefusal(problemOf(args));
+      !refusal.empty()) {
+    return refusal;
   }
   const TileCounts& c = args.counts;
   if (c.members < 1 || c.members > kMaxParts || c.me < 0 || c.me >= c.members ||

@@ -8,6 +8,9 @@
 // a[M, K] (row-major) times b[N, K] (row-major, so a K-major B) into
 // d[M, N] row-major, fp32 accumulation. Included by one .cu per kernel.
 
+#include <climits>
+#include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include <cutlass/cutlass.h>
@@ -35,6 +38,22 @@ struct Problem {
   int64_t k = 0;
   int device = 0;
 };
+
+// Why the kernels cannot compute `p` (an empty product, K or N not a
+// multiple of 8 elements for TMA, extents past 32 bits), or empty.
+inline std::string problemRefusal(const Problem& p) {
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0) {
+    return "the kernel computes no empty product (M, N and K must be > 0)";
+  }
+  if (p.k % 8 != 0 || p.n % 8 != 0) {
+    return "the kernel's TMA loads and stores need K and N to be multiples "
+           "of 8 elements";
+  }
+  if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) {
+    return "the kernel indexes extents with 32 bits";
+  }
+  return "";
+}
 
 // CUTLASS's persistent tile scheduler with the tiles' rows rotated: the
 // tile holding row `first_row` (rounded down to a cluster's first) comes
