@@ -406,6 +406,8 @@ void fusedLinearReduceScatter(
       "GEMM + reduce-scatter");
   MDF_CUDA_CHECK(cudaStreamWaitEvent(s.moves, before.get(), 0));
   auto* counters = static_cast<uint32_t*>(s.counters.data_ptr());
+  // Named in the watchdog's reports of both the moves and the receipt.
+  const auto named = std::make_shared<const std::string>(what);
   const CudaBackend::RowPushes pushes = backend.pushRows(
       team,
       [&](int64_t to) {
@@ -426,10 +428,9 @@ void fusedLinearReduceScatter(
       received.select(0, me),
       s.channel,
       s.moves,
-      std::make_shared<const std::string>(what),
+      named,
       run);
-  backend.receiveArrivals(
-      team, s.channel, compute, std::make_shared<const std::string>(what), run);
+  backend.receiveArrivals(team, s.channel, compute, named, run);
   std::vector<const void*> terms = {
       s.partials.narrow(0, me * rows, rows).data_ptr()};
   for (int64_t p = 0; p < d; ++p) {
