@@ -15,7 +15,7 @@
 #
 #   benchmarks/gpu/run.sh [--skip-tests] [--skip-bench] [--high-priority] [--sweep]
 #                         [--sanitizer] [--sizes H,T] [--blocks] [--rings] [--balanced]
-#                         [--skip-1proc] [--skip-faults] [--world-sizes "2 4"]
+#                         [--skip-1proc] [--skip-faults] [--world-sizes "2 4"] [--kernels]
 #
 # The tests and the benchmarks run at every world size of 2, 4 and 8 the
 # machine has GPUs for; --high-priority repeats each row-parallel benchmark
@@ -53,6 +53,11 @@
 # --balanced adds, at d = 2, the row-parallel benchmark at h = 1024,
 # t = 65536, where the GEMM and the allreduce alone take about as long.
 #
+# --kernels builds and runs benchmarks/kernels' gemm_tiles on GPU 0 (Hopper):
+# the fused kernels' GEMM in each tile shape against cuBLAS on the same
+# operands, and their sum of parts against torch's add
+# (results/gemm_tiles.json).
+#
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).
 set -uo pipefail
@@ -77,6 +82,7 @@ RINGS=0
 BALANCED=0
 SKIP_1PROC=0
 SKIP_FAULTS=0
+KERNELS=0
 WORLD_SIZES="2 4 8"
 H=8192
 T=8192
@@ -92,6 +98,7 @@ while [ $# -gt 0 ]; do
     --balanced) BALANCED=1 ;;
     --skip-1proc) SKIP_1PROC=1 ;;
     --skip-faults) SKIP_FAULTS=1 ;;
+    --kernels) KERNELS=1 ;;
     --sizes) IFS=, read -r H T <<<"$2"; shift ;;
     --world-sizes) WORLD_SIZES=$2; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -170,8 +177,12 @@ step configure 300 cmake -S "$ROOT" -B "$ROOT/build-gpu" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PYTHON" \
   -DMDFUSER_GTEST_SOURCE_DIR="$ROOT/.carry/googletest" \
   -DMDFUSER_GLOO_INCLUDE_DIR="$ROOT/.carry/gloo-include" \
-  -DTORCH_CUDA_ARCH_LIST=9.0a
+  -DTORCH_CUDA_ARCH_LIST=9.0a -DMDFUSER_BUILD_KERNEL_BENCHMARKS="$KERNELS"
 step build 400 cmake --build "$ROOT/build-gpu" -j "$(nproc)"
+if [ "$KERNELS" -eq 1 ]; then
+  step gemm_tiles 300 "$ROOT/build-gpu/benchmarks/kernels/gemm_tiles" \
+    --json "$RESULTS/gemm_tiles.json"
+fi
 # pytest-benchmark, from the wheels prepare_carry.sh carries (the machine
 # reaches no package index).
 if ! "$PYTHON" -c "import pytest_benchmark" 2>/dev/null; then

@@ -9,6 +9,8 @@
 // partial rows it received with its own (launchSumOfParts).
 #include "kernels/gemm_reduce_scatter.h"
 
+#include <climits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -152,16 +154,20 @@ struct Parts {
   int count;
 };
 
+// One pack of eight elements a thread, as many blocks as the packs need:
+// 3.8 TB/s on an H200 for two parts of 4096 x 8192, where a grid-stride
+// loop over 8 blocks an SM reached 3.6 (benchmarks/kernels/gemm_tiles).
 template <class T>
 __global__ void sumOfParts(Parts parts, uint4* out, int64_t packs) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float sum[8] = {};
-    for (int p = 0; p < parts.count; ++p) {
-      addPack<T>(parts.at[p][i], sum);
-    }
-    out[i] = packOf<T>(sum);
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= packs) {
+    return;
   }
+  float sum[8] = {};
+  for (int p = 0; p < parts.count; ++p) {
+    addPack<T>(parts.at[p][i], sum);
+  }
+  out[i] = packOf<T>(sum);
 }
 
 } // namespace
@@ -235,19 +241,18 @@ cudaError_t launchSumOfParts(
   if (packs == 0) {
     return cudaSuccess;
   }
-  int device = 0;
-  int sms = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   constexpr int kThreads = 256;
-  const int64_t wanted = (packs + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 8 * sms ? wanted : 8 * sms);
+  const int64_t blocks = (packs + kThreads - 1) / kThreads;
+  if (blocks > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
   if (dtype == GemmDtype::kBFloat16) {
     sumOfParts<__nv_bfloat16>
-        <<<blocks, kThreads, 0, stream>>>(p, static_cast<uint4*>(out), packs);
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            p, static_cast<uint4*>(out), packs);
   } else {
-    sumOfParts<__half>
-        <<<blocks, kThreads, 0, stream>>>(p, static_cast<uint4*>(out), packs);
+    sumOfParts<__half><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        p, static_cast<uint4*>(out), packs);
   }
   return cudaGetLastError();
 }

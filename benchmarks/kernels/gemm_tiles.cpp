@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+//
+// gemm_tiles: the fused kernels' CUTLASS GEMM in each tile shape of
+// gemm_tiles_config.cu, along N and along M, against cuBLAS (at::mm) on
+// the same operands in the same run; and the reduce-scatter kernel's sum of
+// parts (kernels::launchSumOfParts) against torch's add and a plain copy.
+// One GPU, BFloat16. Prints a table and, with --json PATH, writes the
+// records.
+//
+//   gemm_tiles [--shapes MxNxK,...] [--iters N] [--json PATH]
+//
+// The default shapes are the fused kernels' GEMMs of benchmarks/
+// ring_pairs.py at h = t = 8192 (k = 2048 and the default k) at d = 2 and 4.
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include "gemm_tiles.h"
+#include "kernels/gemm_reduce_scatter.h"
+
+namespace mdfuser::bench {
+namespace {
+
+void check(cudaError_t error, const std::string& what) {
+  if (error != cudaSuccess) {
+    throw std::runtime_error(what + ": " + cudaGetErrorString(error));
+  }
+}
+
+// The median of `iters` timed calls of `fn` (after three untimed ones), in
+// milliseconds, each timed by CUDA events on `stream`.
+double medianMs(
+    const std::function<void()>& fn, int iters, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i) {
+    fn();
+  }
+  std::vector<cudaEvent_t> events(2 * iters);
+  for (cudaEvent_t& e : events) {
+    check(cudaEventCreate(&e), "cudaEventCreate");
+  }
+  for (int i = 0; i < iters; ++i) {
+    check(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
+    fn();
+    check(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord");
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  std::vector<float> ms(iters);
+  for (int i = 0; i < iters; ++i) {
+    check(
+        cudaEventElapsedTime(&ms[i], events[2 * i], events[2 * i + 1]),
+        "elapsed");
+  }
+  for (cudaEvent_t e : events) {
+    (void)cudaEventDestroy(e);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[iters / 2];
+}
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+std::vector<Shape> parseShapes(const std::string& text) {
+  std::vector<Shape> shapes;
+  std::stringstream list(text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    Shape s{};
+    if (std::sscanf(item.c_str(), "%ldx%ldx%ld", &s.m, &s.n, &s.k) != 3 ||
+        s.m <= 0 || s.n <= 0 || s.k <= 0) {
+      throw std::invalid_argument(
+          "--shapes takes MxNxK,... of positive extents, got " + item);
+    }
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+std::vector<GemmVariant> variants() {
+  return {
+      gemmVariant<0>(),
+      gemmVariant<1>(),
+      gemmVariant<2>(),
+      gemmVariant<3>(),
+      gemmVariant<4>(),
+      gemmVariant<5>()};
+}
+
+std::string record(
+    const std::string& kind,
+    const std::string& name,
+    const std::string& shape,
+    double ms,
+    double tflops,
+    double gbps,
+    double ratio,
+    double error) {
+  std::ostringstream out;
+  out << "{\"kind\": \"" << kind << "\", \"variant\": \"" << name
+      << "\", \"shape\": \"" << shape << "\", \"ms\": " << ms
+      << ", \"tflops\": " << tflops << ", \"gb_per_s\": " << gbps
+      << ", \"x_reference\": " << ratio << ", \"max_error\": " << error << "}";
+  return out.str();
+}
+
+void benchGemms(
+    const std::vector<Shape>& shapes,
+    int iters,
+    std::vector<std::string>& json) {
+  const at::TensorOptions options =
+      at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  for (const Shape& s : shapes) {
+    const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.n) +
+                              "x" + std::to_string(s.k);
+    const at::Tensor a = at::randn({s.m, s.k}, options);
+    const at::Tensor b = at::randn({s.n, s.k}, options);
+    at::Tensor d = at::empty({s.m, s.n}, options);
+    const at::Tensor expected = at::mm(a, b.t());
+    const double flop = 2.0 * s.m * s.n * s.k;
+    const double bytes = 2.0 * (s.m * s.k + s.n * s.k + s.m * s.n);
+    const double cublas =
+        medianMs([&] { at::mm_out(d, a, b.t()); }, iters, stream);
+    std::printf(
+        "\n%s (bf16): cuBLAS %.3f ms, %.0f TFLOP/s\n",
+        shape.c_str(),
+        cublas,
+        flop / cublas / 1e9);
+    json.push_back(record(
+        "gemm",
+        "cublas",
+        shape,
+        cublas,
+        flop / cublas / 1e9,
+        bytes / cublas / 1e6,
+        1.0,
+        0.0));
+    std::printf(
+        "  %-26s %-7s %7s %9s %8s %9s\n",
+        "tiles",
+        "raster",
+        "swizzle",
+        "ms",
+        "TFLOP/s",
+        "x cuBLAS");
+    for (const GemmVariant& v : variants()) {
+      for (bool along_n : {true, false}) {
+        for (int swizzle : {1, 2, 4}) {
+          TileProblem p{
+              a.data_ptr(),
+              b.data_ptr(),
+              d.data_ptr(),
+              s.m,
+              s.n,
+              s.k,
+              a.device().index(),
+              along_n,
+              swizzle};
+          const at::Tensor workspace = at::empty(
+              {static_cast<int64_t>(v.workspace_bytes(p)) + 1},
+              options.dtype(at::kByte));
+          d.zero_();
+          check(v.run(p, workspace.data_ptr(), stream), v.name);
+          const double error = (d.to(at::kFloat) - expected.to(at::kFloat))
+                                   .abs()
+                                   .max()
+                                   .item<double>();
+          const double ms = medianMs(
+              [&] { check(v.run(p, workspace.data_ptr(), stream), v.name); },
+              iters,
+              stream);
+          const std::string name = std::string(v.name) +
+                                   (along_n ? " along N" : " along M") +
+                                   " swizzle " + std::to_string(swizzle);
+          std::printf(
+              "  %-26s %-7s %7d %9.3f %8.0f %8.3fx%s\n",
+              v.name,
+              along_n ? "N" : "M",
+              swizzle,
+              ms,
+              flop / ms / 1e9,
+              ms / cublas,
+              error > 0.5 ? "  WRONG" : "");
+          json.push_back(record(
+              "gemm",
+              name,
+              shape,
+              ms,
+              flop / ms / 1e9,
+              bytes / ms / 1e6,
+              ms / cublas,
+              error));
+        }
+      }
+    }
+  }
+}
+
+// The sum of `parts` parts of rows x cols elements, as the reduce-scatter
+// sums each member's rows, against a copy of one part (the memory's pace)
+// and, of two parts, torch's add.
+void benchSums(int iters, std::vector<std::string>& json) {
+  const at::TensorOptions options =
+      at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  std::printf("\nsum of parts (bf16)\n  %-22s %9s %9s\n", "case", "ms", "GB/s");
+  for (auto [parts, rows] :
+       {std::pair<int, int64_t>{2, 4096}, {4, 2048}, {8, 1024}}) {
+    const int64_t cols = 8192;
+    std::vector<at::Tensor> terms;
+    std::vector<const void*> pointers;
+    for (int p = 0; p < parts; ++p) {
+      terms.push_back(at::randn({rows, cols}, options));
+      pointers.push_back(terms.back().data_ptr());
+    }
+    at::Tensor out = at::empty({rows, cols}, options);
+    const std::string shape = std::to_string(parts) + " x " +
+                              std::to_string(rows) + "x" + std::to_string(cols);
+    const double bytes = 2.0 * rows * cols * (parts + 1);
+    auto sum = [&] {
+      check(
+          kernels::launchSumOfParts(
+              kernels::GemmDtype::kBFloat16,
+              pointers,
+              out.data_ptr(),
+              out.numel(),
+              stream),
+          "launchSumOfParts");
+    };
+    sum();
+    at::Tensor expected = terms[0].to(at::kFloat);
+    for (int p = 1; p < parts; ++p) {
+      expected += terms[p].to(at::kFloat);
+    }
+    const double error =
+        (out.to(at::kFloat) - expected).abs().max().item<double>();
+    const double ms = medianMs(sum, iters, stream);
+    const double copy_ms =
+        medianMs([&] { out.copy_(terms[0]); }, iters, stream);
+    const double copy_bytes = 4.0 * rows * cols;
+    std::printf(
+        "  %-22s %9.4f %9.0f  (max error %.3g)\n",
+        ("sum " + shape).c_str(),
+        ms,
+        bytes / ms / 1e6,
+        error);
+    std::printf(
+        "  %-22s %9.4f %9.0f\n",
+        "copy of one part",
+        copy_ms,
+        copy_bytes / copy_ms / 1e6);
+    json.push_back(record(
+        "sum",
+        "mdfuser sum of parts",
+        shape,
+        ms,
+        0,
+        bytes / ms / 1e6,
+        ms / copy_ms,
+        error));
+    json.push_back(record(
+        "sum",
+        "copy of one part",
+        shape,
+        copy_ms,
+        0,
+        copy_bytes / copy_ms / 1e6,
+        1.0,
+        0));
+    if (parts == 2) {
+      const double add_ms = medianMs(
+          [&] { at::add_out(out, terms[0], terms[1]); }, iters, stream);
+      std::printf(
+          "  %-22s %9.4f %9.0f\n", "torch add", add_ms, bytes / add_ms / 1e6);
+      json.push_back(record(
+          "sum",
+          "torch add",
+          shape,
+          add_ms,
+          0,
+          bytes / add_ms / 1e6,
+          add_ms / ms,
+          0));
+    }
+  }
+}
+
+} // namespace
+} // namespace mdfuser::bench
+
+int main(int argc, char** argv) {
+  using namespace mdfuser::bench;
+  std::string shapes =
+      "8192x8192x2048,8192x16384x2048,8192x16384x8192,8192x8192x16384";
+  std::string json_path;
+  int iters = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 < argc && arg == "--shapes") {
+      shapes = argv[++i];
+    } else if (i + 1 < argc && arg == "--iters") {
+      iters = std::stoi(argv[++i]);
+    } else if (i + 1 < argc && arg == "--json") {
+      json_path = argv[++i];
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: %s [--shapes MxNxK,...] [--iters N] [--json PATH]\n",
+          argv[0]);
+      return 2;
+    }
+  }
+  try {
+    if (iters < 1) {
+      throw std::invalid_argument("--iters must be positive");
+    }
+    cudaDeviceProp props{};
+    check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
+    std::printf(
+        "device: %s (sm_%d%d, %d SMs)\n",
+        props.name,
+        props.major,
+        props.minor,
+        props.multiProcessorCount);
+    if (props.major != 9 || props.minor != 0) {
+      throw std::runtime_error("the kernels are built for sm_90a");
+    }
+    std::vector<std::string> json;
+    benchGemms(parseShapes(shapes), iters, json);
+    benchSums(iters, json);
+    if (!json_path.empty()) {
+      std::ofstream out(json_path);
+      out << "{\"device\": \"" << props.name << "\", \"records\": [\n";
+      for (size_t i = 0; i < json.size(); ++i) {
+        out << "  " << json[i] << (i + 1 < json.size() ? ",\n" : "\n");
+      }
+      out << "]}\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gemm_tiles: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
