@@ -27,14 +27,6 @@ std::vector<const Split*> allChosenSplits(const Fusion& fusion) {
   return result;
 }
 
-double product(const std::vector<Scalar*>& extents, const ScalarEvaluator& ev) {
-  double result = 1.0;
-  for (const Scalar* e : extents) {
-    result *= static_cast<double>(ev.evaluate(e));
-  }
-  return result;
-}
-
 bool isStreamParallel(const TensorView* tv) {
   return loopAxis(tv, ParallelType::Stream) != nullptr;
 }
@@ -45,52 +37,6 @@ struct ChunkWork {
   double communication = 0;
   int64_t statements = 0;
 };
-
-// The collective a resharding `op` becomes and the devices of its team;
-// nullopt for one that is no collective on one mesh.
-std::optional<std::pair<CommunicationType, int64_t>> collectiveOf(
-    const TensorOp* op) {
-  const TensorView* out = op->out();
-  const auto* in = op->inputs().empty()
-                       ? nullptr
-                       : dynamic_cast<const TensorView*>(op->inputs().front());
-  if (in == nullptr || !in->hasDeviceMesh() || !out->hasDeviceMesh()) {
-    return std::nullopt;
-  }
-  const Resharding r = chooseResharding(op);
-  if (r.kind != Resharding::Kind::kCollective) {
-    return std::nullopt;
-  }
-  return std::make_pair(r.type, out->deviceMesh()->size(r.parallel_type));
-}
-
-// What one device moves in a collective, as a share of the larger side of
-// `op`, and the steps it takes, each a move that waits for the one before
-// it: a ring's, as the CUDA backend runs it and NCCL's ring algorithm
-// does.
-struct CollectiveCost {
-  double share = 1;
-  int64_t steps = 1;
-};
-
-CollectiveCost collectiveCost(const TensorOp* op) {
-  const auto collective = collectiveOf(op);
-  if (!collective.has_value()) {
-    return {};
-  }
-  const auto [type, d] = *collective;
-  const double others = static_cast<double>(d - 1) / static_cast<double>(d);
-  switch (type) {
-    case CommunicationType::Allreduce:
-      return {2 * others, 2 * (d - 1)};
-    case CommunicationType::Allgather:
-    case CommunicationType::ReduceScatter:
-    case CommunicationType::AllToAll:
-      return {others, d - 1};
-    default:
-      return {};
-  }
-}
 
 // Whether a fused kernel computes the collective `op` with its linear: an
 // allgather with the linear consuming it, or a reduce-scatter with the
@@ -143,16 +89,6 @@ int64_t ringParts(const TensorOp* op, bool fused) {
   return parts;
 }
 
-// The seconds `model` gives to a GEMM of `flops` computing `outputs`
-// elements.
-double gemmSeconds(const MachineModel& model, double flops, double outputs) {
-  if (flops <= 0) {
-    return 0;
-  }
-  const double efficiency = outputs / (outputs + model.gemm_half_outputs);
-  return flops / (model.gemm_flops * std::max(efficiency, 1e-6));
-}
-
 void addOperation(
     const TensorOp* op,
     const ScalarEvaluator& ev,
@@ -167,21 +103,13 @@ void addOperation(
   }
   const TensorView* out = op->out();
   const std::vector<Scalar*> out_extents = localExtents(out);
-  const double elements = product(out_extents, ev) * share;
+  const double elements = extentProduct(out_extents, ev) * share;
   const double bytes =
       elements * static_cast<double>(sizeInBytes(out->dtype()));
   ++work.statements;
   if (isResharding(op)) {
     // What a rank sends or receives: its larger side.
-    double moved = bytes;
-    for (const Val* in : op->inputs()) {
-      if (const auto* tv = dynamic_cast<const TensorView*>(in)) {
-        moved = std::max(
-            moved,
-            product(localExtents(tv), ev) * share *
-                static_cast<double>(sizeInBytes(tv->dtype())));
-      }
-    }
+    const double moved = reshardedBytes(op, ev, share);
     const CollectiveCost cost = collectiveCost(op);
     work.communication += model.statement_seconds +
                           static_cast<double>(cost.steps) * model.move_seconds +
@@ -228,15 +156,6 @@ void addOperation(
 }
 
 } // namespace
-
-std::string MachineModel::toString() const {
-  std::ostringstream os;
-  os << "gemm " << gemm_flops << " flop/s (half at " << gemm_half_outputs
-     << " outputs), memory " << memory_bytes << " B/s, link " << link_bytes
-     << " B/s, " << statement_seconds * 1e6 << " us per statement, "
-     << move_seconds * 1e6 << " us per collective step";
-  return os.str();
-}
 
 std::string ChunkChoice::toString() const {
   std::ostringstream os;

@@ -8,36 +8,9 @@
 #include "ir/fusion.h"
 #include "ir/iter_domain.h"
 #include "ir/scalar_eval.h"
+#include "passes/cost_model.h"
 
 namespace mdfuser {
-
-// What mdfuser knows of a machine's speed when it chooses a number of stream
-// chunks: measured once per machine and device type, and cached
-// (mdfuser.calibration). Rates are per second; every field positive.
-struct MachineModel {
-  // A large GEMM's throughput, in floating-point operations.
-  double gemm_flops = 0;
-  // The output elements at which a GEMM reaches half that throughput: a
-  // GEMM computing o elements (rows times columns) runs at
-  // gemm_flops * o / (o + gemm_half_outputs). Its output tiles are what
-  // fill the device's cores, so a GEMM of many columns runs near its full
-  // rate on fewer rows.
-  double gemm_half_outputs = 0;
-  // Bytes a copy moves within the device (pointwise and layout operations).
-  double memory_bytes = 0;
-  // Bytes a copy moves to a peer (communication).
-  double link_bytes = 0;
-  // Host time of one statement: a kernel launch, a collective's issue.
-  double statement_seconds = 0;
-  // Device time of one step of a collective apart from the bytes it moves:
-  // a move to a peer that waits for the step before it (a copy issued
-  // after another stream's signal). A ring allreduce over d devices takes
-  // 2 (d - 1) steps, an allgather or reduce-scatter d - 1.
-  double move_seconds = 0;
-
-  // "gemm 1.2e+14 flop/s (half at 512 rows), memory ... ".
-  std::string toString() const;
-};
 
 // The stream chunk count mdfuser chose, and the time its model gave for
 // each count it tried (printed with NVFUSER_DUMP=host_ir or fusion_ir).
