@@ -9,11 +9,18 @@
 #include "host_ir/ring_decomposition.h"
 #include "multidevice/fused_matmul_choice.h"
 #include "multidevice/sharding.h"
+#include "passes/swizzled_gathers.h"
 
 namespace mdfuser::hir::lower_detail {
 
 bool Lowerer::ringsWanted() const {
   return makesRings(options_);
+}
+
+bool Lowerer::pairTakesRing(const TensorOp* linear) const {
+  return options_.ring_decomposition ||
+         options_.fused_matmul_communication == FusedMatmulChoice::kOn ||
+         !options_.pairs_without_rings.contains(linear);
 }
 
 std::optional<std::vector<int64_t>> Lowerer::ringTeam(
@@ -76,7 +83,8 @@ bool Lowerer::deferGatherToRing(const TensorOp* op) {
   if (!team || r.type != CommunicationType::Allgather || linear == nullptr ||
       linear->outFeatureAxes() != 1 || linear->in() != gathered ||
       linear->weight() == gathered || linear->bias() == gathered ||
-      !sameSegment(op, linear)) {
+      !sameSegment(op, linear) ||
+      (!hasSwizzledGather(gathered) && !pairTakesRing(linear))) {
     return false;
   }
   // The gathered axis must index the linear's output, not its contracted
@@ -142,7 +150,7 @@ bool Lowerer::lowerGatherRing(const TensorOp* op) {
 bool Lowerer::deferPartialSumsToRing(const TensorOp* op) {
   const auto* linear = dynamic_cast<const LinearOp*>(op);
   if (linear == nullptr || linear->bias() != nullptr ||
-      linear->outFeatureAxes() != 1) {
+      linear->outFeatureAxes() != 1 || !pairTakesRing(linear)) {
     return false;
   }
   const TensorOp* sum = onlyUse(linear->out());

@@ -47,6 +47,12 @@ class Lowerer {
 
   bool ringsWanted() const;
 
+  // Whether the pair of `linear` takes a ring where rings are wanted:
+  // always where the user asked for rings or for the fused kernels, and
+  // otherwise unless the runtime found it too short for a ring's steps
+  // (LoweringOptions::pairs_without_rings).
+  bool pairTakesRing(const TensorOp* linear) const;
+
   // The team a collective `r` from `producer` to `consumer` runs over, when
   // it can become a ring on this device: one mesh holding it, two devices
   // or more along the collective's axis.

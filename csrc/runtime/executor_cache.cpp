@@ -283,6 +283,24 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     *os << fusion->toString() << std::flush;
   }
 
+  // Where the rings come from the default backend alone (neither rings nor
+  // a backend asked for, no fused kernels) and NCCL can run (no GPU shared
+  // by processes), a pair too short for a ring's steps keeps its
+  // collective.
+  if (!options.backend.has_value() &&
+      lowering.backend == hir::CommunicatorBackend::kCuda &&
+      !lowering.ring_decomposition &&
+      lowering.fused_matmul_communication != FusedMatmulChoice::kOn &&
+      !processesShareGpus(communicator, device)) {
+    for (const LatencyBoundPair& pair :
+         latencyBoundPairsOf(*fusion, inputs, communicator, device)) {
+      lowering.pairs_without_rings.insert(pair.linear);
+      if (std::ostream* os = show(dump.host_ir)) {
+        *os << "collective, not a ring: " << pair.toString() << "\n";
+      }
+    }
+  }
+
   lowering.device = communicator.rank();
   // The rings' first GEMMs first: asked for, or where the model says the
   // stream loops wait for the link.

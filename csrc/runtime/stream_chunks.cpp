@@ -22,6 +22,11 @@ Models& models() {
   return instance;
 }
 
+// The key of `device`'s model.
+std::string deviceType(c10::Device device) {
+  return device.is_cuda() ? "cuda" : "cpu";
+}
+
 } // namespace
 
 void setMachineModel(
@@ -53,7 +58,7 @@ ChunkChoice chooseChunkCount(
     c10::Device device,
     bool rings,
     bool fused) {
-  const std::string device_type = device.is_cuda() ? "cuda" : "cpu";
+  const std::string device_type = deviceType(device);
   const std::optional<MachineModel> model = machineModel(device_type);
   MDF_USER_CHECK(
       model.has_value(),
@@ -97,8 +102,7 @@ bool streamLoopsWaitForTheLink(
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device) {
-  const std::optional<MachineModel> model =
-      machineModel(device.is_cuda() ? "cuda" : "cpu");
+  const std::optional<MachineModel> model = machineModel(deviceType(device));
   if (!model.has_value()) {
     return false;
   }
@@ -109,6 +113,18 @@ bool streamLoopsWaitForTheLink(
       estimateStreamWork(compiled, extents, *model, 1, /*rings=*/true);
   return work.compute > 0 &&
          work.communication >= kLinkBoundShare * work.compute;
+}
+
+std::vector<LatencyBoundPair> latencyBoundPairsOf(
+    const Fusion& compiled,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device) {
+  const std::optional<MachineModel> model = machineModel(deviceType(device));
+  return model.has_value()
+             ? latencyBoundPairs(
+                   compiled, bindInputs(compiled, inputs, communicator), *model)
+             : std::vector<LatencyBoundPair>{};
 }
 
 } // namespace mdfuser

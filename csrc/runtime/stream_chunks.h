@@ -9,6 +9,7 @@
 
 #include "ir/fusion.h"
 #include "passes/choose_stream_chunks.h"
+#include "passes/latency_bound_pairs.h"
 #include "runtime/communicator.h"
 
 namespace mdfuser {
@@ -47,6 +48,15 @@ ChunkChoice chooseChunkCount(
 // model or stream loops.
 inline constexpr double kLinkBoundShare = 0.9;
 bool streamLoopsWaitForTheLink(
+    const Fusion& compiled,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device);
+
+// The matmul–collective pairs of `compiled` (a fusion whose fusion passes
+// ran) outside Stream loops that the machine model of `device` finds too
+// short for a ring's steps (latencyBoundPairs); empty without a model.
+std::vector<LatencyBoundPair> latencyBoundPairsOf(
     const Fusion& compiled,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,

@@ -8,6 +8,7 @@
 
 #include "common/column_parallel.h"
 #include "common/expect_error.h"
+#include "common/host_ir_outline.h"
 #include "common/row_parallel.h"
 #include "host_ir/lower.h"
 #include "ir/scalar_eval.h"
@@ -302,6 +303,60 @@ TEST(Lower, LocalSliceIntoStreamChunksTakesTheDevicesPartOfEachChunk) {
   // in chunks of 2, 2 and 1.
   EXPECT_EQ(rowsOfLocalSlice(false, 10, 3, 1), (Rows{{5, 2}, {7, 2}, {9, 1}}));
   EXPECT_EQ(rowsOfLocalSlice(false, 10, 3, 0), (Rows{{0, 2}, {2, 2}, {4, 1}}));
+}
+
+// The text of `fusion` lowered for device 0 on the CUDA backend, the pair
+// of its one linear in LoweringOptions::pairs_without_rings when
+// `without_ring`, with the options `options` otherwise.
+std::string loweredOnCuda(
+    std::unique_ptr<Fusion> fusion,
+    bool without_ring,
+    hir::LoweringOptions options = {}) {
+  runFusionPasses(fusion.get());
+  options.backend = CommunicatorBackend::kCuda;
+  for (const TensorOp* op : fusion->exprs()) {
+    if (without_ring && op->type() == OpType::Linear) {
+      options.pairs_without_rings.insert(op);
+    }
+  }
+  return hir::lowerToHostIr(std::move(fusion), options)->toString();
+}
+
+TEST(Lower, APairWithoutRingKeepsItsCollectiveOnTheCudaBackend) {
+  auto gather = [] {
+    return test::makeGatheredLinear(6, 2, 1, DataType::BFloat16, false);
+  };
+  auto scatter = [] {
+    return test::makeScatteredLinear(6, 2, 1, DataType::BFloat16, false);
+  };
+  const std::string ring = loweredOnCuda(gather(), false);
+  EXPECT_GT(test::occurrences(ring, "type=CollectivePermute"), 0u) << ring;
+  const std::string gathered = loweredOnCuda(gather(), true);
+  EXPECT_EQ(test::occurrences(gathered, "CollectivePermute"), 0u) << gathered;
+  EXPECT_EQ(test::occurrences(gathered, "type=Allgather"), 1u) << gathered;
+  EXPECT_EQ(test::occurrences(gathered, "backend=NCCL"), 1u) << gathered;
+  const std::string scattered = loweredOnCuda(scatter(), true);
+  EXPECT_EQ(test::occurrences(scattered, "CollectivePermute"), 0u) << scattered;
+  EXPECT_EQ(test::occurrences(scattered, "type=ReduceScatter"), 1u)
+      << scattered;
+}
+
+TEST(Lower, RingsOrFusedKernelsAskedForOverrideAPairWithoutRing) {
+  hir::LoweringOptions rings;
+  rings.ring_decomposition = true;
+  const std::string ring = loweredOnCuda(
+      test::makeGatheredLinear(6, 2, 1, DataType::BFloat16, false),
+      true,
+      rings);
+  EXPECT_GT(test::occurrences(ring, "type=CollectivePermute"), 0u) << ring;
+  hir::LoweringOptions fused;
+  fused.fused_matmul_communication = FusedMatmulChoice::kOn;
+  fused.fused_kernels_available = true;
+  const std::string kernel = loweredOnCuda(
+      test::makeScatteredLinear(6, 2, 1, DataType::BFloat16, false),
+      true,
+      fused);
+  EXPECT_EQ(test::occurrences(kernel, "= LinearReduceScatter("), 1u) << kernel;
 }
 
 // Chunk i of an axis of extent t split into s chunks covers rows

@@ -380,3 +380,62 @@ def test_ring_prologues_first(multidevice_test, pair, graphs):
         torch.cuda.set_sync_debug_mode("default")
     for out in again:
         assert torch.equal(out, split)
+
+
+@pytest.fixture
+def cuda_machine_model(multidevice_test):
+    """Sets fields of this job's CUDA machine model for one test (the same on
+    every rank), the job's own model restored afterwards."""
+    from mdfuser import calibration
+
+    needs_gpus(multidevice_test)
+    own = dict(calibration.ensure_machine_model(multidevice_test.device))
+    yield lambda **fields: calibration.set_machine_model("cuda", {**own, **fields})
+    calibration.set_machine_model("cuda", own)
+
+
+@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter"])
+def test_pairs_too_short_for_a_ring_keep_their_collective(
+    multidevice_test, cuda_machine_model, pair
+):
+    """execute's default on GPUs that reach each other rings a matmul
+    collective pair outside Stream loops only where the machine model says
+    the overlap pays for the ring's steps; a pair too short for them keeps
+    NCCL's collective. Asking for the CUDA backend or for rings keeps the
+    ring; the values are torch's either way."""
+    test = multidevice_test
+    if test.size == 1 or not test.nccl_usable:
+        pytest.skip("needs two processes or more, each with a GPU of its own")
+    d = test.size
+    if pair == "allgather_linear":
+        fd = allgather_linear(d, 1, 8, 4 * d)
+        full = global_inputs(d * 3, 8, 4 * d, seed=410)
+        collective = "Allgather"
+    else:
+        fd = linear_reduce_scatter(d, 1, 8 * d, 4)
+        full = global_inputs(d * 2, 8 * d, 4, seed=411)
+        collective = "ReduceScatter"
+    expected = torch_linear(full, False)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+
+    def run(**options) -> str:
+        (out,) = fd.execute(args, **options)
+        assert torch.equal(out.cpu(), shard_tensor(expected, fd.output_tensors()[0]))
+        return fd.last_host_ir()
+
+    # Steps of a second: no overlap of these few rows pays for them.
+    cuda_machine_model(move_seconds=1.0)
+    program = run()
+    assert "CollectivePermute" not in program, program
+    assert f"type={collective}" in program and "backend=NCCL" in program, program
+    assert "CollectivePermute" in run(backend=CUDA)
+    assert "CollectivePermute" in run(_enable_options=["ring_decomposition"])
+    # Free steps: every ring pays. A new definition: the model is read when
+    # a program is compiled, once per input shape.
+    cuda_machine_model(move_seconds=1e-12)
+    if pair == "allgather_linear":
+        fd = allgather_linear(d, 1, 8, 4 * d)
+    else:
+        fd = linear_reduce_scatter(d, 1, 8 * d, 4)
+    program = run()
+    assert "type=CollectivePermute" in program and "backend=NCCL" not in program, program
