@@ -29,13 +29,6 @@ struct LoweringOptions {
   //    whose only use is their reduce-scatter or allreduce.
   // Other collectives, and teams of one device, are lowered as usual.
   bool ring_decomposition = false;
-  // The linears (of the fusion being lowered) whose pair keeps its
-  // collective beside the GEMM where the CUDA backend would make a ring:
-  // pairs outside Stream loops too short for a ring's steps to pay
-  // (passes/latency_bound_pairs.h), chosen by the runtime when the user
-  // asked for neither rings (`ring_decomposition`) nor a backend. Without
-  // effect on a pair the fused kernels take.
-  std::unordered_set<const Expr*> pairs_without_rings;
   // A reduce-scatter ring over three devices or more sends each peer's
   // partial sum straight to it (emitDirectLinearReduceScatter) instead of
   // passing sums round the ring.
@@ -55,6 +48,13 @@ struct LoweringOptions {
   // (fusedMatmulKernelsAvailable in runtime/fused_matmul.h), set by the
   // runtime.
   bool fused_kernels_available = false;
+  // The linears (of the fusion being lowered) whose pair keeps its
+  // collective beside the GEMM where the CUDA backend would make a ring:
+  // pairs outside Stream loops too short for a ring's steps to pay
+  // (passes/latency_bound_pairs.h), chosen by the runtime when the user
+  // asked for neither rings (`ring_decomposition`) nor a backend. Without
+  // effect on a pair the fused kernels take.
+  std::unordered_set<const Expr*> pairs_without_rings = {};
 };
 
 // Whether lowering with `options` makes rings of the pairs listed at
