@@ -79,13 +79,13 @@ class MultideviceTest:
 
         return DataType.BFloat16 if self.device.type == "cuda" else DataType.Float
 
-    def references(self, fn, tensors: dict[str, torch.Tensor]):
+    def references(self, fn, tensors: dict[str, torch.Tensor], dtype: torch.dtype | None = None):
         """Runs `fn(**tensors)`, plain torch, on this rank's device twice:
-        in float64 from the tensors rounded to the block's dtype (the
-        reference) and in the block's dtype (what torch itself gets, which
-        sets the tolerance; see `tolerance`). Returns (reference, torch's
-        result)."""
-        low = {k: v.to(self.device, self.dtype) for k, v in tensors.items()}
+        in float64 from the tensors rounded to `dtype` (the block's dtype
+        unless given; the reference) and in that dtype (what torch itself
+        gets, which sets the tolerance; see `tolerance`). Returns
+        (reference, torch's result)."""
+        low = {k: v.to(self.device, dtype or self.dtype) for k, v in tensors.items()}
         return fn(**{k: v.double() for k, v in low.items()}), fn(**low)
 
     def tolerance(self, expected: torch.Tensor, torch_result: torch.Tensor) -> dict[str, float]:
@@ -94,8 +94,10 @@ class MultideviceTest:
         the block may stray from the reference by FUDGE times as much as
         torch's own result in the block's dtype (`torch_result`) does at
         worst, and never less than torch's default absolute tolerance for the
-        dtype, plus that dtype's default relative tolerance."""
-        atol, rtol = {torch.float32: (1e-5, 1.3e-6), torch.bfloat16: (1e-5, 1.6e-2)}[self.dtype]
+        dtype, plus that dtype's default relative tolerance (the dtype of
+        `torch_result`)."""
+        defaults = {torch.float32: (1e-5, 1.3e-6), torch.bfloat16: (1e-5, 1.6e-2)}
+        atol, rtol = defaults[torch_result.dtype]
         deviation = (torch_result.double() - expected).abs().max().item()
         return dict(rtol=rtol, atol=max(atol, FUDGE * deviation))
 
