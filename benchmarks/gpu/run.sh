@@ -32,7 +32,7 @@
 # collectives, its NCCL rings and CUDA-backend rings, torch's fused async-TP
 # ops, and on Hopper the fused allgather + GEMM kernel) at each world size
 # of 2, 4 and 8 the machine has, at H,T (--sizes), again with the balanced
-# --k 2048, and at the reference's fp16 M = N = K = 1024 (ag_linear only,
+# --k 2048, and at the reference's fp16 M = N = K = 1024 (both pairs,
 # --queued 16), one torchrun per shape. All its
 # records go into one file, results/ring_pairs.json, merged after every run.
 # On a machine of one GPU it runs benchmarks/gpu/ring_host_time.py instead:
@@ -375,10 +375,10 @@ if [ "$RINGS" -eq 1 ]; then
       sizes=(-H "$H" -t "$T" --chunks 1,2,4 --iters 30 --profile)
       case $shape in
         k2048) sizes+=(--k 2048) ;;
-        # The reference's allgather + GEMM, M = N = K = 1024 in fp16 (h =
-        # 256 d), timed in batches run back to back from a held stream.
+        # The reference's shape, M = N = K = 1024 in fp16 (h = 256 d), for
+        # both pairs, timed in batches run back to back from a held stream.
         ref1024) sizes=(-H $((256 * n)) -t 1024 --k 1024 --dtype float16 \
-          --benchmarks ag_linear --chunks 1 --iters 10 --queued 16) ;;
+          --benchmarks ag_linear,linear_rs --chunks 1 --iters 10 --queued 16) ;;
       esac
       step "rings_${shape}_d$n" 300 torchrun --nproc-per-node "$n" \
         --master-port $((29700 + 10 * i + n)) benchmarks/ring_pairs.py \
