@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+// A host program's statements, of every kind.
+#include "host_ir/communication.h"
+#include "host_ir/fused_matmul_communication.h"
 #include "host_ir/nodes.h"
 #include "ir/fusion.h"
 

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "ir/base_nodes.h"
+#include "ir/ops/tensor_op.h"
 #include "ir/scalar.h"
 #include "ir/tensor_view.h"
-#include "multidevice/communication_type.h"
 
 // The statements of a host program. A node's inputs() are the values it
 // reads and its outputs() the values it writes; host nodes are never the
 // definition of a value.
 //
-// Adding a node touches: this file (the class), nodes.cpp (constructor and
+// Adding a node touches: this file or the one of its kind (communication.h,
+// fused_matmul_communication.h) for the class, its .cpp (constructor and
 // printing), verifier.cpp (what it may reference), the evaluator in
 // csrc/runtime (what it does) and, if it reads or writes tensors, nothing
 // else: AllocateAndDeallocate works from inputs() and outputs(). A node
@@ -378,12 +379,6 @@ class Deallocate : public HostExpr {
   std::string toString() const override;
 };
 
-// The library that carries a communication: NCCL for CUDA tensors, Gloo for
-// CPU tensors, and kCuda, copy engines writing into peers' symmetric
-// buffers (runtime/cuda_backend.h), which carries the CollectivePermutes of
-// ring decompositions.
-enum class CommunicatorBackend { kNccl, kGloo, kCuda };
-
 // Calls `visit` on every statement of `scope` in program order, the
 // statements of a loop's body after the loop.
 void forEachExpr(
@@ -393,215 +388,5 @@ void forEachExpr(Scope& scope, const std::function<void(Expr*)>& visit);
 
 // A team of ranks as the dump and error messages print it: "(0 1)".
 std::string teamString(const std::vector<int64_t>& team);
-std::string_view backendName(CommunicatorBackend backend);
-
-// How a reducing collective combines its inputs.
-enum class ReduceKind { kSum, kMax, kMin };
-std::string_view reduceKindName(ReduceKind kind);
-
-// What a Communication moves: the collective, who takes part and how the
-// local buffers are cut.
-struct CommunicationSpec {
-  CommunicationType type = CommunicationType::Allreduce;
-  // The group, in rank order, every sender and receiver among it.
-  std::vector<int64_t> team;
-  // The devices that hold input and those that get output, in mesh order
-  // (see runtime/collectives.h); empty means the team.
-  std::vector<int64_t> senders;
-  std::vector<int64_t> receivers;
-  // Broadcast and Scatter: the sender; Gather and Reduce: the receiver.
-  std::optional<int64_t> root;
-  ReduceKind reduce = ReduceKind::kSum;
-  // The local axis cut into parts (Allgather, ReduceScatter, Scatter,
-  // Gather, AllToAll's input axis) and AllToAll's output axis; -1 if none.
-  int64_t axis = -1;
-  int64_t out_axis = -1;
-  // A reduction of partial results: the position, in the input's local
-  // tensor, of the device axis the collective sums over (one element
-  // locally), dropped before posting; -1 if none.
-  int64_t in_device_axis = -1;
-  // CollectivePermute: each member sends to the member `shift` places after
-  // it in team order and receives from the one `shift` places before it
-  // (1: the next and the previous, a ring's step; 1 .. d - 1 over a team of
-  // d, the d - 1 steps of a direct reduce-scatter).
-  int64_t shift = 1;
-};
-
-// Posts a collective on the current stream. A rank that only sends has no
-// output buffer, one that only receives no input buffer: the missing one is
-// nullptr. A CollectivePermute (the step of a ring) has both: each team
-// member sends `in` to the next member (`shift` places on) and receives the
-// previous member's into `out`; until its Wait nothing may write `in` or
-// touch `out`.
-//
-// On the CUDA backend a CollectivePermute writes `in` straight into the
-// next member's memory, at the place in its symmetric buffer that
-// `landing` has in this member's: `in` itself in a ring over one buffer
-// whose parts keep their place on every member, `out` in a buffer of its
-// own (the default), or another view of the receiving buffer where `in`
-// is not in it (the part of it the next member receives into at this step).
-class Communication : public HostExpr {
- public:
-  Communication(
-      IrContainer* container,
-      CommunicationSpec spec,
-      TensorView* in,
-      TensorView* out,
-      CommunicatorBackend backend,
-      TensorView* landing = nullptr);
-
-  const CommunicationSpec& spec() const {
-    return spec_;
-  }
-  CommunicationType type() const {
-    return spec_.type;
-  }
-  const std::vector<int64_t>& team() const {
-    return spec_.team;
-  }
-  // nullptr on a rank that only receives.
-  TensorView* in() const {
-    return in_;
-  }
-  // nullptr on a rank that only sends.
-  TensorView* out() const {
-    return out_;
-  }
-  CommunicatorBackend backend() const {
-    return backend_;
-  }
-  // A CollectivePermute's place of landing (above); nullptr otherwise.
-  TensorView* landing() const {
-    return landing_;
-  }
-  std::optional<int64_t> root() const {
-    return spec_.root;
-  }
-  // A Broadcast whose root changes at run time: team()[index], the index a
-  // scalar of the enclosing loop (the broadcast-based allgather, one root
-  // per step). nullptr for a fixed root.
-  Scalar* rootIndex() const {
-    return root_index_;
-  }
-  void setRootIndex(Scalar* index);
-  // Makes the collective read its output buffer: it reduces in place.
-  void reduceInPlace();
-
-  std::string_view opName() const override {
-    return "Communication";
-  }
-  std::string toString() const override;
-
- private:
-  CommunicationSpec spec_;
-  TensorView* in_;
-  TensorView* out_;
-  CommunicatorBackend backend_;
-  TensorView* landing_ = nullptr;
-  Scalar* root_index_ = nullptr;
-};
-
-// A linear and the collective beside it along the rows, computed by one
-// fused kernel that moves the rows through symmetric memory while its GEMM
-// computes (sm_90a; runtime/fused_matmul.h): AllgatherLinear and
-// LinearReduceScatter. Lowering emits one in place of the pair's ring where
-// LoweringOptions::fused_matmul_communication asks for it (multidevice/
-// fused_matmul_choice.h says which pairs qualify). It runs on the current
-// stream and has no Wait: the kernel returns when `out` is complete there.
-class FusedMatmulCommunication : public HostExpr {
- public:
-  // Ranks in team order, this one among them.
-  const std::vector<int64_t>& team() const {
-    return team_;
-  }
-  TensorView* in() const;
-  TensorView* weight() const;
-  TensorView* out() const;
-  // The axis the collective cuts: the rows (0).
-  int64_t axis() const {
-    return axis_;
-  }
-  // The pair in words, for messages: "allgather + linear".
-  virtual std::string_view pairName() const = 0;
-
-  // "T5 = AllgatherLinear(T0, T1, team=(0 1), kernel=sm90)"
-  std::string toString() const override;
-
- protected:
-  // `op` names the statement in the errors of its checks.
-  FusedMatmulCommunication(
-      IrContainer* container,
-      std::string_view op,
-      std::vector<int64_t> team,
-      TensorView* in,
-      TensorView* weight,
-      TensorView* out,
-      int64_t axis);
-
- private:
-  std::vector<int64_t> team_;
-  int64_t axis_;
-};
-
-// out = linear(allgather(in) over `team` along the rows, weight): `in` is
-// this device's rows, `out` the output over the gathered rows. The kernel
-// pushes each member's rows into its peers' symmetric memory while its GEMM
-// computes the tiles of the rows that have arrived.
-class AllgatherLinear : public FusedMatmulCommunication {
- public:
-  AllgatherLinear(
-      IrContainer* container,
-      std::vector<int64_t> team,
-      TensorView* in,
-      TensorView* weight,
-      TensorView* out,
-      int64_t axis = 0);
-
-  std::string_view opName() const override {
-    return "AllgatherLinear";
-  }
-  std::string_view pairName() const override {
-    return "allgather + linear";
-  }
-};
-
-// out = reduce_scatter(linear(in, weight)) over `team` along the rows:
-// `in` [M, K] and `weight` [N, K] hold this device's part of K, `out`
-// [M / d, N] its rows of the sum. The kernel computes the peers' rows
-// first and sends each peer its partial sum as soon as it is finished,
-// while it computes the next.
-class LinearReduceScatter : public FusedMatmulCommunication {
- public:
-  LinearReduceScatter(
-      IrContainer* container,
-      std::vector<int64_t> team,
-      TensorView* in,
-      TensorView* weight,
-      TensorView* out,
-      int64_t axis = 0);
-
-  std::string_view opName() const override {
-    return "LinearReduceScatter";
-  }
-  std::string_view pairName() const override {
-    return "linear + reduce-scatter";
-  }
-};
-
-// The current stream waits for `communication` to finish.
-class Wait : public HostExpr {
- public:
-  Wait(IrContainer* container, Communication* communication);
-  Communication* communication() const {
-    return communication_;
-  }
-  std::string_view opName() const override {
-    return "Wait";
-  }
-  std::string toString() const override;
-
- private:
-  Communication* communication_;
-};
 
 } // namespace mdfuser::hir

@@ -12,7 +12,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "host_ir/nodes.h"
+#include "host_ir/communication.h"
 #include "runtime/launch.h"
 
 namespace c10d {

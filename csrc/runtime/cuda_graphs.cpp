@@ -5,6 +5,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "host_ir/communication.h"
+#include "host_ir/fused_matmul_communication.h"
 #include "host_ir/host_ir_container.h"
 #include "host_ir/nodes.h"
 #include "ir/errors.h"

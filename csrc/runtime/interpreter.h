@@ -19,6 +19,8 @@
 #include <c10/core/Stream.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "host_ir/communication.h"
+#include "host_ir/fused_matmul_communication.h"
 #include "host_ir/nodes.h"
 #include "ir/literal.h"
 #include "ir/scalar_eval.h"

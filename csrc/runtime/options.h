@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "host_ir/nodes.h"
+#include "host_ir/communication.h"
 
 namespace mdfuser {
 
