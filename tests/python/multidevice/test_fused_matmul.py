@@ -51,12 +51,13 @@ def expected_shard(test, fd, x: torch.Tensor, w: torch.Tensor, dtype) -> torch.T
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "rows,k,n_local",
-    [(128, 64, 128), (200, 128, 24), (8, 64, 16), (300, 256, 136)],
-    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n"],
+    [(128, 64, 128), (200, 128, 24), (8, 64, 16), (300, 256, 136), (4096, 64, 512)],
+    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n", "tiles_a_cta"],
 )
 def test_allgather_linear_exact(test, dtype, rows, k, n_local):
     """Rows per member a multiple of the tile, not one (a tile reading two
-    members' rows), a single tile; N not a multiple of the tile."""
+    members' rows), a single tile; N not a multiple of the tile; more tiles
+    than the GPU has SMs, so that each CTA computes two or more in turn."""
     torch_dtype, md_dtype = DTYPES[dtype]
     d = test.size
     g = torch.Generator().manual_seed(7)
@@ -134,14 +135,26 @@ def test_allgather_linear_is_not_replayed(test):
         (256, 32, 1024),
         (1300, 64, 64),
         (4104, 32, 128),
+        (4096, 32, 1024),
     ],
-    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n", "wide", "blocks", "many_blocks"],
+    ids=[
+        "tile_rows",
+        "uneven_rows",
+        "single_tile",
+        "uneven_n",
+        "wide",
+        "blocks",
+        "many_blocks",
+        "tiles_a_cta",
+    ],
 )
 def test_linear_reduce_scatter_exact(test, dtype, rows, k_local, n):
     """Rows per member a multiple of the tile, not one (a tile holding two
     members' rows), fewer than a tile; N not a multiple of the tile; rows
     that would go in 2 and 8 blocks of 650 and 513 rows (blocks sharing
-    tiles) where more than one block is sent per member."""
+    tiles) where more than one block is sent per member; more tiles than
+    the GPU has SMs (128 x 256 tiles in pairs), so that each CTA computes
+    two or more in turn: the cases above have at most one a CTA."""
     torch_dtype, md_dtype = DTYPES[dtype]
     d = test.size
     g = torch.Generator().manual_seed(17)
