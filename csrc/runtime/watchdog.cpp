@@ -179,6 +179,13 @@ void Watchdog::onAbandon(Standby standby) {
 }
 
 void Watchdog::startThreads() {
+  // Once the destructor has asked the threads to stop, none starts again:
+  // between its joins the poller is no longer joinable while the
+  // supervisor still is, and assigning a thread to a joinable one would
+  // end the process.
+  if (state_->stop) {
+    return;
+  }
   if (!state_->poller.joinable()) {
     state_->poller = std::thread([this] { poll(); });
     state_->supervisor = std::thread([this] { supervise(); });
