@@ -176,10 +176,11 @@ def backend_variants(
     `mdfuser_cuda_first` and (with `graphs`) `mdfuser_cuda_graph_first`: the
     CUDA backend's rings with every stream chunk's step-0 GEMM issued first,
     in order (`ring_prologues_first`), statement by statement and replayed;
-    with `ring_reduce_scatter` and d > 2, `mdfuser_cuda_ring_rs` and (with
-    `graphs`) `mdfuser_cuda_graph_ring_rs`: the CUDA backend's reduce-scatter
-    as a ring rather than the direct moves it makes over three devices or
-    more (`_disable_options=["direct_reduce_scatter"]`), the same two ways.
+    with `ring_reduce_scatter`, `mdfuser_cuda_ring_rs` and (with `graphs`)
+    `mdfuser_cuda_graph_ring_rs`: the CUDA backend's reduce-scatter and
+    allreduce of partial sums as rings rather than the direct moves it makes
+    over three devices or more and, at d = 2, for one stream chunk
+    (`_disable_options=["direct_reduce_scatter"]`), the same two ways.
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -209,7 +210,7 @@ def backend_variants(
             variants["mdfuser_cuda_graph_first"] = cuda_backend | {
                 "_enable_options": [*first, "cuda_graph"]
             }
-    if ring_reduce_scatter and d > 2:
+    if ring_reduce_scatter:
         ring = ["direct_reduce_scatter"]
         variants["mdfuser_cuda_ring_rs"] = cuda_backend | {"_disable_options": [*ring, *statements]}
         if graphs:

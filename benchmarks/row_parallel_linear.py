@@ -287,7 +287,9 @@ def main() -> None:
     w = torch.randn(h, 4 * h // d, device=device).to(torch_dtype)
     streams = [torch.cuda.Stream() for _ in range(max(args.chunks))] if cuda else []
     fds = {s: define(d, s, h, md_dtype) for s in args.chunks}
-    mdfuser_variants = backend_variants(cuda, d, graphs=True, prologues_first=True)
+    mdfuser_variants = backend_variants(
+        cuda, d, graphs=True, prologues_first=True, ring_reduce_scatter=True
+    )
     reference, errors = run_checks(fds, inp, w, streams, rank, mdfuser_variants)
     # The default schedule with the chunk count mdfuser chooses.
     auto = define(d, None, h, md_dtype)

@@ -29,9 +29,11 @@ struct LoweringOptions {
   //    whose only use is their reduce-scatter or allreduce.
   // Other collectives, and teams of one device, are lowered as usual.
   bool ring_decomposition = false;
-  // A reduce-scatter ring over three devices or more sends each peer's
-  // partial sum straight to it (emitDirectLinearReduceScatter) instead of
-  // passing sums round the ring.
+  // The reduce-scatter and allreduce of a row-parallel linear's partial
+  // sums send each peer's partial sum straight to it
+  // (emitDirectLinearReduceScatter, emitDirectLinearAllreduce) instead of
+  // passing sums round a ring: over three devices or more, and at two
+  // where the pair runs as one chunk (Lowerer::directReduction).
   bool direct_reduce_scatter = true;
   // Compute an allgather and the linear consuming it (the pair whose ring
   // is emitAllgatherLinear), and a linear and the reduce-scatter of its

@@ -201,12 +201,30 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
       *ringTeam(r, op->tensorInputs().front(), consumer);
   TensorView* out = operand(consumer);
   Scalar* extent = extentInScope(consumer, p.axis);
+  const bool direct = directReduction(team.size());
   if (r.type == CommunicationType::Allreduce) {
     // On the CUDA backend peers write into the ring's buffer, which must
     // then live in symmetric memory; a program output cannot (each run
     // returns a fresh one): the parts arrive in a buffer of their own.
     const bool apart = options_.backend == CommunicatorBackend::kCuda &&
                        hic_.isOutput(consumer);
+    if (direct) {
+      std::vector<TensorView*> receives;
+      for (size_t j = 1; j < team.size(); ++j) {
+        receives.push_back(bufferLike(consumer));
+      }
+      emitDirectLinearAllreduce(
+          ring(team),
+          p.in,
+          p.axis,
+          p.weight,
+          out,
+          p.axis,
+          extent,
+          receives,
+          apart ? receives.front() : out);
+      return true;
+    }
     emitLinearAllreduce(
         ring(team),
         p.in,
@@ -232,11 +250,10 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
         hic_.create<LinearReduceScatter>(team, p.in, p.weight, out));
     return true;
   }
-  if (options_.direct_reduce_scatter && team.size() > 2) {
+  if (direct) {
     // Every peer's partial sum is sent straight to it: d - 1 moves that
-    // depend on no other device's, each beside the next step's GEMM. (At
-    // d = 2 the ring below is the same schedule.) Buffers of one part's
-    // shape, as the ring's.
+    // depend on no other device's, each beside the next step's GEMM.
+    // Buffers of one part's shape, as the ring's.
     std::vector<TensorView*> sends;
     std::vector<TensorView*> receives;
     for (size_t j = 1; j < team.size(); ++j) {
@@ -251,6 +268,27 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
   emitLinearReduceScatter(
       ring(team), p.in, p.axis, p.weight, out, bufferLike(consumer), extent);
   return true;
+}
+
+bool Lowerer::directReduction(size_t team_size) const {
+  if (!options_.direct_reduce_scatter || team_size < 2) {
+    return false;
+  }
+  if (team_size > 2) {
+    return true;
+  }
+  // At d = 2 the ring's last GEMM waits for the one move, which its chunk
+  // then cannot hide: the direct form runs them side by side and adds the
+  // arrival after. Where a Stream loop has several chunks, each chunk's
+  // move runs beside the next chunk's GEMMs anyway, and the ring saves the
+  // add.
+  if (loop_ == nullptr) {
+    return true;
+  }
+  const ForLoop* loop = loop_->loop();
+  const std::optional<int64_t> start = loop->start()->constValue();
+  const std::optional<int64_t> stop = loop->stop()->constValue();
+  return start.has_value() && stop.has_value() && *stop - *start == 1;
 }
 
 TensorView* Lowerer::bufferLike(const TensorView* tv) {

@@ -113,6 +113,39 @@ class RingBuilder {
   int64_t d_;
 };
 
+// This device's own partial sum into `own`, from its part `in_part` of
+// the input, and the partial sums of its part that the moves bring into
+// `receives` (moves[j - 1] into receives[j - 1], sent j steps back). Over
+// three devices or more the first move has had d - 2 GEMMs to arrive: the
+// own GEMM adds it as its C operand. At d = 2 that move was posted just
+// before, so the own GEMM runs beside it instead and its arrival is added
+// after. Each later arrival is added once its Wait passes.
+void reduceOwnPart(
+    const RingBuilder& b,
+    TensorView* in_part,
+    TensorView* weight,
+    TensorView* own,
+    const std::vector<Communication*>& moves,
+    const std::vector<TensorView*>& receives) {
+  HostIrContainer& hic = b.hic();
+  const auto arrivals = static_cast<int64_t>(moves.size());
+  const bool own_takes_first = arrivals > 1;
+  if (own_takes_first) {
+    b.scope().pushBack(hic.create<Wait>(moves.front()));
+  }
+  b.linear(
+      b.scope(),
+      own,
+      in_part,
+      weight,
+      own_takes_first ? receives.front() : nullptr);
+  for (int64_t j = own_takes_first ? 1 : 0; j < arrivals; ++j) {
+    b.scope().pushBack(hic.create<Wait>(moves[j]));
+    b.scope().pushBack(hic.create<PointwiseOp>(
+        OpType::Add, own, std::vector<Val*>{own, receives[j]}));
+  }
+}
+
 } // namespace
 
 void emitAllgatherLinear(
@@ -206,7 +239,6 @@ void emitDirectLinearReduceScatter(
       " devices sends and receives ",
       d - 1,
       " parts");
-  HostIrContainer& hic = b.hic();
   Scalar* extent = mul(b.constantOf(d), part_extent);
   // Step j: the partial sum of device me + j's part, sent to it while the
   // next step's GEMM runs; device me - j's partial sum of part me arrives.
@@ -217,20 +249,13 @@ void emitDirectLinearReduceScatter(
     moves.push_back(b.permute(
         b.scope(), sends[j - 1], receives[j - 1], receives[j - 1], j));
   }
-  // This device's own partial sum, adding the first arrival as the GEMM's C
-  // operand, while the later ones still move; then each later arrival.
-  b.scope().pushBack(hic.create<Wait>(moves.front()));
-  b.linear(
-      b.scope(),
-      out,
+  reduceOwnPart(
+      b,
       b.chunk(in, in_axis, b.part(0, nullptr), extent),
       weight,
-      receives.front());
-  for (int64_t j = 2; j < d; ++j) {
-    b.scope().pushBack(hic.create<Wait>(moves[j - 1]));
-    b.scope().pushBack(hic.create<PointwiseOp>(
-        OpType::Add, out, std::vector<Val*>{out, receives[j - 1]}));
-  }
+      out,
+      moves,
+      receives);
 }
 
 void emitLinearAllreduce(
@@ -294,6 +319,69 @@ void emitLinearAllreduce(
     }
   }
   b.scope().pushBack(gather);
+}
+
+void emitDirectLinearAllreduce(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    int64_t out_axis,
+    Scalar* extent,
+    const std::vector<TensorView*>& receives,
+    TensorView* gathered) {
+  RingBuilder b(ring);
+  const int64_t d = b.size();
+  MDF_CHECK(
+      static_cast<int64_t>(receives.size()) == d - 1,
+      "a direct allreduce over ",
+      d,
+      " devices receives ",
+      d - 1,
+      " partial sums");
+  HostIrContainer& hic = b.hic();
+  // Reduce-scatter: step j computes the partial sum of device me + j's part
+  // into out's part me + j and sends it from there, landing in that
+  // device's receives[j - 1] at its own part; device me - j's partial sum
+  // of part me arrives in this device's receives[j - 1] at part me.
+  std::vector<Communication*> moves;
+  std::vector<TensorView*> arrived;
+  for (int64_t j = 1; j < d; ++j) {
+    Scalar* index = b.part(j, nullptr);
+    TensorView* partial = b.chunk(out, out_axis, index, extent);
+    b.linear(
+        b.scope(),
+        partial,
+        b.chunk(in, in_axis, index, extent),
+        weight,
+        nullptr);
+    TensorView* landing = b.chunk(receives[j - 1], out_axis, index, extent);
+    arrived.push_back(
+        b.chunk(receives[j - 1], out_axis, b.part(0, nullptr), extent));
+    moves.push_back(b.permute(b.scope(), partial, arrived.back(), landing, j));
+  }
+  Scalar* me = b.part(0, nullptr);
+  TensorView* own = b.chunk(out, out_axis, me, extent);
+  reduceOwnPart(
+      b, b.chunk(in, in_axis, me, extent), weight, own, moves, arrived);
+  // Allgather: the reduced part goes to every other device (shift j),
+  // landing in its `gathered` at part me; device me - j's reduced part
+  // arrives at part me - j, copied into out where `gathered` is not out.
+  std::vector<Communication*> gathers;
+  std::vector<TensorView*> reduced;
+  TensorView* landing = b.chunk(gathered, out_axis, me, extent);
+  for (int64_t j = 1; j < d; ++j) {
+    reduced.push_back(b.chunk(gathered, out_axis, b.part(-j, nullptr), extent));
+    gathers.push_back(b.permute(b.scope(), own, reduced.back(), landing, j));
+  }
+  for (int64_t j = 1; j < d; ++j) {
+    b.scope().pushBack(hic.create<Wait>(gathers[j - 1]));
+    if (gathered != out) {
+      b.scope().pushBack(hic.create<LoadStoreOp>(
+          b.chunk(out, out_axis, b.part(-j, nullptr), extent), reduced[j - 1]));
+    }
+  }
 }
 
 } // namespace mdfuser::hir

@@ -65,8 +65,10 @@ void emitLinearReduceScatter(
 // straight to device me + j (a CollectivePermute of shift j), receiving
 // device me - j's partial sum of part me into receives[j - 1]; the steps'
 // moves depend on no other device's, so each overlaps the next step's
-// GEMM. Then out = this device's own partial sum with receives[0] as the
-// GEMM's C operand, plus each later arrival. The buffers have out's shape.
+// GEMM. Then out = this device's own partial sum plus the arrivals: over
+// three devices or more its GEMM adds receives[0] as its C operand; at
+// d = 2 it runs beside the one move and adds its arrival after (where the
+// ring's last GEMM waits for the move). The buffers have out's shape.
 void emitDirectLinearReduceScatter(
     const Ring& ring,
     TensorView* in,
@@ -96,5 +98,26 @@ void emitLinearAllreduce(
     int64_t out_axis,
     Scalar* extent,
     TensorView* receive);
+
+// The same allreduce, direct: the direct reduce-scatter above on out's
+// parts (this device's partial sum of part me + j computed into out's part
+// me + j and sent from there, device me - j's partial sum of part me
+// arriving in receives[j - 1] at part me), then each device's reduced part
+// sent straight to every other (shift j), landing in `gathered` at its
+// part; no move waits for another device's. `receives` are d - 1 buffers
+// of out's shape; `gathered` is out itself where out can receive (as
+// `receive` above), else receives[0], whose other parts the reduce-scatter
+// leaves free, and each reduced part arriving there is copied into out.
+// Parts need not be equal: trailing ones may be short or empty.
+void emitDirectLinearAllreduce(
+    const Ring& ring,
+    TensorView* in,
+    int64_t in_axis,
+    TensorView* weight,
+    TensorView* out,
+    int64_t out_axis,
+    Scalar* extent,
+    const std::vector<TensorView*>& receives,
+    TensorView* gathered);
 
 } // namespace mdfuser::hir

@@ -143,11 +143,12 @@ TEST(PlaceSymmetricBuffers, CollectivesBesideCudaRingsGoToNccl) {
 }
 
 TEST(PlaceSymmetricBuffers, AnOutputRingReceivesInABufferOfItsOwn) {
-  // The row-parallel linear's allreduce ring would land in the program's
-  // output, which each run returns afresh: peers' parts arrive in a
-  // symmetric buffer of its own. The GEMMs still write into the output's
-  // parts and the permutes send from there, so that the part this device
-  // reduces is never copied: only the d - 1 parts the allgather brings are.
+  // The row-parallel linear's allreduce (a ring, or its direct form at
+  // s = 1) would land in the program's output, which each run returns afresh:
+  // peers' parts arrive in a symmetric buffer of its own. The GEMMs still write
+  // into the output's parts and the permutes send from there, so that the part
+  // this device reduces is never copied: only the d - 1 parts the allgather
+  // brings are.
   for (int64_t s : {1, 3}) {
     auto hic = compile(
         test::makeRowParallelLinear(2, 2, s), 0, CommunicatorBackend::kCuda);
@@ -173,6 +174,7 @@ TEST(PlaceSymmetricBuffers, AnOutputRingReceivesInABufferOfItsOwn) {
     };
     const int64_t stand_in = *ar.landings.begin();
     int64_t gemms = 0;
+    int64_t adds = 0;
     int64_t copies = 0;
     forEachExpr(hic->topLevel(), [&](const Expr* e) {
       if (const auto* c = dynamic_cast<const Communication*>(e)) {
@@ -184,14 +186,19 @@ TEST(PlaceSymmetricBuffers, AnOutputRingReceivesInABufferOfItsOwn) {
         if (dynamic_cast<const LoadStoreOp*>(op) != nullptr) {
           ++copies;
           EXPECT_EQ(root(op->tensorInputs().front()), stand_in);
-        } else {
+        } else if (dynamic_cast<const LinearOp*>(op) != nullptr) {
           ++gemms;
+        } else {
+          ++adds;
+          EXPECT_EQ(root(op->tensorInputs().back()), stand_in);
         }
       }
     });
-    // Per stream chunk: the GEMMs of both ring steps, one copy of the
-    // other device's reduced part.
+    // Per stream chunk: the GEMMs of both steps, one copy of the other
+    // device's reduced part; in the direct form of one chunk, the own
+    // GEMM runs beside the move and its arrival is added after it.
     EXPECT_EQ(gemms, 2);
+    EXPECT_EQ(adds, s == 1 ? 1 : 0) << hic->toString();
     EXPECT_EQ(copies, 1) << hic->toString();
     const std::string program = hic->toString();
     EXPECT_NE(program.find("mem_type=symmetric, team=(0 1)"), std::string::npos)

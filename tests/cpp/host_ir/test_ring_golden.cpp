@@ -131,6 +131,55 @@ constexpr const char* kExpectedAllreduce =
 } // %HostIrContainer
 )";
 
+// The same row-parallel linear, direct (its one stream chunk): device 0
+// computes its partial sum of part 1 into the output's part 1 and sends it
+// to device 1; its own partial sum (part 0) runs beside that move, the
+// partial sum device 1 sent is added after its Wait; then the reduced part
+// 0 goes to device 1 and part 1 arrives in the output.
+constexpr const char* kExpectedDirectAllreduce =
+    R"(%HostIrContainer { (T0_g___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1})) -> (T2_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1})) :
+  T2_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+  Stream 0 = GetCurrentStream()
+  FOR i1 from 0 to 1:
+    SetCurrentStream(Stream i1)
+    Synchronize(Stream 0)
+    T4_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}) = ShardByStream(T0_g___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}), stream_index = i1)
+    T5_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = ShardByStream(T2_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), stream_index = i1)
+    T7_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = RingChunk(T5_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+    T8_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}) = RingChunk(T4_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+    T7_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1})
+       = linear(T8_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}),
+                T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1}))
+    T6_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
+    T9_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = RingChunk(T6_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+    T10_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = RingChunk(T6_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), axis = 0, index = 0, parts = 2)
+    SetCurrentStream(CommunicationStream i1)
+    Synchronize(Stream i1)
+    Communication 0 (type=CollectivePermute, team=(0 1), input=T7_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), output=T10_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
+    SetCurrentStream(Stream i1)
+    T11_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = RingChunk(T5_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), axis = 0, index = 0, parts = 2)
+    T12_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}) = RingChunk(T4_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}), axis = 0, index = 0, parts = 2)
+    T11_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1})
+       = linear(T12_l___bfloat[istreamIdx7{1}, ideviceIdx.x9{2}, iS8{i0}, iS10{4}] (DeviceMesh{0 1}),
+                T1_g___bfloat[ideviceIdx.x11{2}, iS2{2}, iS12{4}] (DeviceMesh{0 1}))
+    Wait(Communication 0)
+    T11_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1})
+       = add(T11_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}),
+             T10_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}))
+    Deallocate(T6_g___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}))
+    T13_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = RingChunk(T5_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), axis = 0, index = 0, parts = 2)
+    T14_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}) = RingChunk(T5_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), axis = 0, index = 1, parts = 2)
+    SetCurrentStream(CommunicationStream i1)
+    Synchronize(Stream i1)
+    Communication 1 (type=CollectivePermute, team=(0 1), input=T11_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), output=T14_l___bfloat[istreamIdx15{1}, rdeviceIdx.x24{2}, iS16{i0}, iS5{2}] (DeviceMesh{0 1}), backend=NCCL)
+    SetCurrentStream(Stream i1)
+    Wait(Communication 1)
+  SetCurrentStream(Stream 0)
+  FOR i2 from 0 to 1:
+    Synchronize(Stream i2)
+} // %HostIrContainer
+)";
+
 std::string compile(
     std::unique_ptr<Fusion> fusion,
     int64_t device,
@@ -147,13 +196,45 @@ std::string compile(
 }
 
 TEST(RingGolden, SequenceParallelMlpAtTwoDevices) {
-  EXPECT_EQ(compile(test::makeMlp(2, 2, 1, "sp"), 0), kExpectedMlp);
+  EXPECT_EQ(
+      compile(test::makeMlp(2, 2, 1, "sp"), 0, true, /*direct=*/false),
+      kExpectedMlp);
 }
 
 TEST(RingGolden, RowParallelLinearWithAllreduceAtTwoDevices) {
   EXPECT_EQ(
-      compile(test::makeRowParallelLinear(/*h=*/2, /*d=*/2, /*s=*/1), 0),
+      compile(
+          test::makeRowParallelLinear(/*h=*/2, /*d=*/2, /*s=*/1),
+          0,
+          true,
+          /*direct=*/false),
       kExpectedAllreduce);
+}
+
+TEST(RingGolden, ADirectAllreduceOfOneChunkAtTwoDevices) {
+  EXPECT_EQ(
+      compile(test::makeRowParallelLinear(/*h=*/2, /*d=*/2, /*s=*/1), 0),
+      kExpectedDirectAllreduce);
+}
+
+// At d = 2 the direct forms are for one chunk: with several, each chunk's
+// move runs beside the next chunk's GEMMs, and the rings stay.
+TEST(RingGolden, TwoDevicesKeepTheRingsForSeveralChunks) {
+  for (int64_t s : {2, 3}) {
+    const std::string mlp = compile(test::makeMlp(2, 2, s, "sp"), 0);
+    const std::string ar = compile(test::makeRowParallelLinear(2, 2, s), 0);
+    EXPECT_EQ(test::occurrences(mlp + ar, "= add("), 1) << mlp << ar;
+    EXPECT_EQ(test::occurrences(ar, "type=CollectivePermute"), 2) << ar;
+    EXPECT_EQ(test::occurrences(ar, "FOR i"), 4) << ar;
+  }
+  // One chunk: the reduce-scatter's own GEMM before its Wait, one add more
+  // than the ring (the MLP's bias is the other).
+  const std::string direct = compile(test::makeMlp(2, 2, 1, "sp"), 0);
+  const size_t own = direct.rfind("= linear(");
+  const size_t wait = direct.find("Wait(Communication 1)");
+  ASSERT_NE(wait, std::string::npos) << direct;
+  EXPECT_LT(own, wait) << direct;
+  EXPECT_EQ(test::occurrences(direct, "= add("), 2) << direct;
 }
 
 TEST(RingGolden, EachDeviceStartsOnItsOwnPart) {

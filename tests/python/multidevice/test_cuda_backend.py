@@ -85,11 +85,12 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
     (out,) = fd.execute(args, backend=CUDA)
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(out.cpu(), expected)
-    # A ring's permute at d = 2; beyond, the direct reduce-scatter's d - 1
-    # moves, each shifted by its step, landing in a symmetric buffer each.
+    # The direct reduce-scatter's d - 1 moves, each shifted by its step,
+    # landing in a symmetric buffer each (at d = 2 of several chunks, a
+    # ring's one permute).
     program = fd.last_host_ir()
     expect_cuda_rings(test, program, 1 if d <= 2 else d - 1)
-    if d > 2:
+    if d > 2 or (d == 2 and s == 1):
         assert [f"shift={j}," in program for j in range(2, d)] == [True] * (d - 2)
         (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
         assert torch.equal(ring.cpu(), expected)
@@ -109,9 +110,16 @@ def test_linear_allreduce(multidevice_test, s, t):
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
     (out,) = fd.execute(args, backend=CUDA)
     assert torch.equal(out.cpu(), torch_linear(full, False))
-    # The reduce-scatter ring, then the allgather ring, receiving into a
-    # symmetric buffer of their own: the output cannot be one.
-    expect_cuda_rings(test, fd.last_host_ir(), 2)
+    # Receiving into symmetric buffers of their own (the output cannot be
+    # one): the direct form's 2 (d - 1) moves over three devices or more
+    # and at d = 2 in one chunk, else the reduce-scatter ring, then the
+    # allgather ring.
+    direct = d > 2 or (d == 2 and s == 1)
+    expect_cuda_rings(test, fd.last_host_ir(), 2 * (d - 1) if direct else 2)
+    if direct:
+        (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
+        assert torch.equal(ring, out)
+        expect_cuda_rings(test, fd.last_host_ir(), 2)
 
 
 @pytest.mark.parametrize("streams", [1, 2])

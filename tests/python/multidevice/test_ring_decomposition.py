@@ -138,6 +138,14 @@ def test_linear_reduce_scatter(multidevice_test, s, m, schedule):
         assert linear_operands(program) == [2] * (d - 1) + [3], program
         assert program.count("= add(") == d - 2, program
         return
+    if schedule == "direct" and d == 2 and s == 1:
+        # One chunk: the own GEMM runs beside the one move, before its Wait,
+        # and the arrival is added after it.
+        expect_ring(test, program, 1, "ReduceScatter")
+        assert linear_operands(program) == [2, 2], program
+        assert program.count("= add(") == 1, program
+        assert program.index("Wait(") > program.rindex("= linear("), program
+        return
     expect_ring(test, program, 1, "ReduceScatter")
     if d > 1:
         # Step 0 computes a partial sum; each later step adds the received
@@ -162,7 +170,31 @@ def test_linear_allreduce(multidevice_test, s, t):
     expected = torch_linear(full, False)
     assert torch.equal(collective.cpu(), expected)
     assert torch.equal(ring.cpu(), expected)
+    if d > 2 or (d == 2 and s == 1):
+        # Direct: each partial sum sent straight to its part's device, then
+        # each reduced part to every other device (shifts 1 .. d - 1 twice).
+        expect_ring(test, program, 2 * (d - 1), "Allreduce")
+        assert shifts(program) == [*range(1, d), *range(1, d)], program
+        return
     # The reduce-scatter ring, then the allgather ring.
+    expect_ring(test, program, 2, "Allreduce")
+
+
+@pytest.mark.parametrize("t", [8, 7, 1], ids=lambda v: f"t{v}")
+def test_linear_allreduce_as_rings(multidevice_test, t):
+    """The allreduce kept as its two rings (`direct_reduce_scatter`
+    disabled): the same values as the collective and as torch."""
+    test = multidevice_test
+    d = test.size
+    h = row_parallel_hidden(d)
+    fd = row_parallel_linear(d, 1, h)
+    full = global_inputs(t, 4 * h, h, seed=350 + t)
+    collective, ring, program = run_both(
+        test, fd, [full["x"], full["w"]], ("direct_reduce_scatter",)
+    )
+    expected = torch_linear(full, False)
+    assert torch.equal(collective.cpu(), expected)
+    assert torch.equal(ring.cpu(), expected)
     expect_ring(test, program, 2, "Allreduce")
 
 
