@@ -51,7 +51,7 @@ struct CommunicationSpec {
   // CollectivePermute: each member sends to the member `shift` places after
   // it in team order and receives from the one `shift` places before it
   // (1: the next and the previous, a ring's step; 1 .. d - 1 over a team of
-  // d, the d - 1 steps of a direct reduce-scatter).
+  // d, the d - 1 steps of a direct reduce-scatter or allreduce half).
   int64_t shift = 1;
 };
 

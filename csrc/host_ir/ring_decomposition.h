@@ -18,8 +18,8 @@ namespace mdfuser::hir {
 // a RingChunk view whose index depends on the step and on this device, so
 // that every device starts on a different part. Parts are ceilDiv(extent,
 // d) long; trailing ones may be short or empty. The direct reduce-scatter
-// below is no ring: its steps shift by 1 .. d - 1 places, each device
-// sending every other its part.
+// and allreduce below are no rings: their steps shift by 1 .. d - 1
+// places, each device sending every other its part.
 struct Ring {
   HostIrContainer& hic;
   // Where the statements go.
