@@ -93,6 +93,14 @@ class FusedStatements {
     return *statements_.emplace(key, std::move(s)).first->second;
   }
 
+  template <class Visit>
+  void forEach(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, s] : statements_) {
+      visit(*s);
+    }
+  }
+
  private:
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<FusedStatement>> statements_;
@@ -198,6 +206,19 @@ void raiseKernelError(FusedStatement& s, int64_t rank) {
 
 bool fusedMatmulKernelsAvailable(c10::Device device) {
   return fusedMatmulKernelsUnavailableReason(device).empty();
+}
+
+void raiseFusedKernelErrors(CudaBackend& backend) {
+  const std::shared_ptr<FusedStatements>& statements =
+      backend.fusedStatements();
+  if (statements == nullptr) {
+    return;
+  }
+  statements->forEach([&](FusedStatement& s) {
+    if (s.status != nullptr) {
+      raiseKernelError(s, backend.rank());
+    }
+  });
 }
 
 std::string fusedMatmulKernelsUnavailableReason(c10::Device device) {
@@ -454,6 +475,8 @@ void fusedLinearReduceScatter(
 bool fusedMatmulKernelsAvailable(c10::Device device) {
   return false;
 }
+
+void raiseFusedKernelErrors(CudaBackend&) {}
 
 std::string fusedMatmulKernelsUnavailableReason(c10::Device device) {
 #ifdef MDFUSER_HAS_CUDA

@@ -65,6 +65,12 @@ void fusedAllgatherLinear(
     const std::string& what,
     uint64_t run);
 
+// Raises, once, the error an allgather + linear kernel of `backend` left
+// (a peer whose rows did not arrive within the bound), as that
+// statement's next call does. For CUDA graph replays, which run no
+// statement's host code; nothing where no kernel left one.
+void raiseFusedKernelErrors(CudaBackend& backend);
+
 // Posts, on the current stream, out = the reduce-scatter over `team` of
 // in · weight^T along the rows, through `backend`'s symmetric memory.
 // in: [M, K], weight: [N, K] (this member's part of K), out: [M / d, N],

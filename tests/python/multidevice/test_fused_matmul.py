@@ -19,7 +19,8 @@ from ring_helpers import allgather_linear, integers, linear_reduce_scatter
 
 from mdfuser import CommunicatorBackend, DataType
 
-FUSED = {"backend": CommunicatorBackend.cuda, "_enable_options": ["fused_matmul_communication"]}
+FUSED_OPTION = "fused_matmul_communication"
+FUSED = {"backend": CommunicatorBackend.cuda, "_enable_options": [FUSED_OPTION]}
 STATEMENTS = {**FUSED, "_disable_options": ["cuda_graph"]}
 DTYPES = {"bfloat16": (torch.bfloat16, DataType.BFloat16), "float16": (torch.half, DataType.Half)}
 
@@ -107,21 +108,49 @@ def test_allgather_linear_stream_chunks_keep_the_ring(test):
     assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
 
 
-def test_allgather_linear_is_not_replayed(test):
-    """Asked for with CUDA graphs: a ValueError naming both options, before
-    anything runs."""
+def test_allgather_linear_replays_as_a_graph(test):
+    """By default a program of the fused allgather + linear is replayed as
+    CUDA graphs (the first call runs its statements, the next two capture
+    one each, as the caller holds the previous output; then they replay);
+    asked for, too. The input is negated in place between calls, so that a
+    kernel reading rows before they arrived (a flag left raised) would
+    return the previous call's product."""
     d = test.size
     g = torch.Generator().manual_seed(5)
     x = integers((128 * d, 64), g)
     w = integers((64 * d, 64), g)
-    fd = allgather_linear(d, 1, 64, 64 * d)
-    options = {**FUSED, "_enable_options": [*FUSED["_enable_options"], "cuda_graph"]}
-    with pytest.raises(ValueError, match="does not replay the fused allgather"):
+    for options in (FUSED, {**FUSED, "_enable_options": [FUSED_OPTION, "cuda_graph"]}):
+        fd = allgather_linear(d, 1, 64, 64 * d)
+        inputs = [test.shard(x, fd.fusion.inputs()[0]), test.shard(w, fd.fusion.inputs()[1])]
+        for i in range(5):
+            (out,) = fd.execute(inputs, **options)
+            assert "AllgatherLinear(" in fd.last_host_ir()
+            if i == 0:
+                expected = expected_shard(test, fd, x, w, torch.bfloat16)
+            assert torch.equal(out, expected if i % 2 == 0 else expected.neg())
+            inputs[0].neg_()
+        stats = fd._cache.graph_stats
+        # The output each call keeps holds its graph: two take turns.
+        assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 4), stats
+
+
+def test_linear_reduce_scatter_is_not_replayed(test):
+    """Asked for with CUDA graphs: a ValueError naming both options, before
+    anything runs (a graph may launch the copies' wait for the kernel's
+    counts ahead of the kernel); by default its statements run."""
+    d = test.size
+    g = torch.Generator().manual_seed(6)
+    x = integers((128 * d, 64 * d), g)
+    w = integers((128, 64 * d), g)
+    fd = linear_reduce_scatter(d, 1, 64 * d, 128)
+    options = {**FUSED, "_enable_options": [FUSED_OPTION, "cuda_graph"]}
+    with pytest.raises(ValueError, match="does not replay the fused linear . reduce-scatter"):
         run(test, fd, x, w, **options)
-    # By default graphs are left out of such a program.
-    out = run(test, fd, x, w, **FUSED)
-    assert "AllgatherLinear(" in fd.last_host_ir()
-    assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
+    for _ in range(3):
+        out = run(test, fd, x, w, **FUSED)
+        assert "LinearReduceScatter(" in fd.last_host_ir()
+        assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
+    assert fd._cache.graph_stats["captures"] == 0
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
