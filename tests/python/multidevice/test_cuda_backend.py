@@ -86,11 +86,11 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(out.cpu(), expected)
     # The direct reduce-scatter's d - 1 moves, each shifted by its step,
-    # landing in a symmetric buffer each (at d = 2 of several chunks, a
-    # ring's one permute).
+    # landing in a symmetric buffer each (with several chunks, a ring's one
+    # permute).
     program = fd.last_host_ir()
-    expect_cuda_rings(test, program, 1 if d <= 2 else d - 1)
-    if d > 2 or (d == 2 and s == 1):
+    expect_cuda_rings(test, program, d - 1 if s == 1 else 1)
+    if d > 1 and s == 1:
         assert [f"shift={j}," in program for j in range(2, d)] == [True] * (d - 2)
         (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
         assert torch.equal(ring.cpu(), expected)
@@ -111,10 +111,9 @@ def test_linear_allreduce(multidevice_test, s, t):
     (out,) = fd.execute(args, backend=CUDA)
     assert torch.equal(out.cpu(), torch_linear(full, False))
     # Receiving into symmetric buffers of their own (the output cannot be
-    # one): the direct form's 2 (d - 1) moves over three devices or more
-    # and at d = 2 in one chunk, else the reduce-scatter ring, then the
-    # allgather ring.
-    direct = d > 2 or (d == 2 and s == 1)
+    # one): the direct form's 2 (d - 1) moves in one chunk, else the
+    # reduce-scatter ring, then the allgather ring.
+    direct = d > 1 and s == 1
     expect_cuda_rings(test, fd.last_host_ir(), 2 * (d - 1) if direct else 2)
     if direct:
         (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
