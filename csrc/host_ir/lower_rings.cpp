@@ -209,10 +209,8 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
     const bool apart = options_.backend == CommunicatorBackend::kCuda &&
                        hic_.isOutput(consumer);
     if (direct) {
-      std::vector<TensorView*> receives;
-      for (size_t j = 1; j < team.size(); ++j) {
-        receives.push_back(bufferLike(consumer));
-      }
+      const std::vector<TensorView*> receives =
+          buffersLike(consumer, team.size() - 1);
       emitDirectLinearAllreduce(
           ring(team),
           p.in,
@@ -254,12 +252,10 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
     // Every peer's partial sum is sent straight to it: d - 1 moves that
     // depend on no other device's, each beside the next step's GEMM.
     // Buffers of one part's shape, as the ring's.
-    std::vector<TensorView*> sends;
-    std::vector<TensorView*> receives;
-    for (size_t j = 1; j < team.size(); ++j) {
-      sends.push_back(bufferLike(consumer));
-      receives.push_back(bufferLike(consumer));
-    }
+    const std::vector<TensorView*> sends =
+        buffersLike(consumer, team.size() - 1);
+    const std::vector<TensorView*> receives =
+        buffersLike(consumer, team.size() - 1);
     emitDirectLinearReduceScatter(
         ring(team), p.in, p.axis, p.weight, out, sends, receives, extent);
     return true;
@@ -298,6 +294,15 @@ TensorView* Lowerer::bufferLike(const TensorView* tv) {
   buffer->setDomains(tv->root(), tv->logical(), tv->loop());
   buffer->setDeviceMesh(*tv->deviceMesh());
   return buffer;
+}
+
+std::vector<TensorView*> Lowerer::buffersLike(
+    const TensorView* tv, size_t count) {
+  std::vector<TensorView*> buffers;
+  for (size_t i = 0; i < count; ++i) {
+    buffers.push_back(bufferLike(tv));
+  }
+  return buffers;
 }
 
 } // namespace mdfuser::hir::lower_detail

@@ -96,6 +96,8 @@ class Lowerer {
   // A fresh intermediate of `tv`'s shape, mesh and dtype (of one stream
   // chunk's shape inside a Stream loop that cuts it).
   TensorView* bufferLike(const TensorView* tv);
+  // `count` of them.
+  std::vector<TensorView*> buffersLike(const TensorView* tv, size_t count);
 
   // ------------------------------------------------------------ collectives
 
