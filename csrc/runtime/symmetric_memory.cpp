@@ -7,7 +7,6 @@
 #include <map>
 #include <mutex>
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -16,6 +15,14 @@
 #include "ir/errors.h"
 #include "runtime/communicator.h"
 #include "runtime/team_store.h"
+
+#ifdef MDFUSER_HAS_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda_util.h"
+#endif
 
 namespace mdfuser {
 
@@ -33,6 +40,30 @@ int64_t teamIndex(const std::vector<int64_t>& team, int64_t rank) {
       hir::teamString(team));
   return it - team.begin();
 }
+
+#ifdef MDFUSER_HAS_CUDA
+// The stream torch's symmetric memory is set up on, one per device for the
+// process, never destroyed. torch writes every member's address into
+// device memory it takes from the caching allocator for the current
+// stream, with copies that do not wait for any stream (`cudaMemcpy` on the
+// legacy stream, which the program's non-blocking streams do not order
+// against). On a stream of the program, those bytes could be ones the
+// program freed a moment before and its pending kernels still read: the
+// first run of a transformer layer over four ranks had a token's values
+// overwritten by addresses that way. Nothing else allocates on this
+// stream, so what torch gets for it no pending kernel uses.
+c10::cuda::CUDAStream setupStream(c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  cudaStream_t& stream = streams[device];
+  if (stream == nullptr) {
+    c10::cuda::CUDAGuard guard(device);
+    MDF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  return c10::cuda::getStreamFromExternal(stream, device);
+}
+#endif
 
 } // namespace
 
@@ -141,15 +172,25 @@ at::Tensor SymmetricBuffers::get(
   }
   try {
     const std::string group = symmetricGroup(communicator_, team);
+#ifdef MDFUSER_HAS_CUDA
+    const c10::cuda::CUDAStream setup = setupStream(device_.index());
+    const c10::cuda::CUDAStreamGuard on_setup_stream(setup);
+#endif
     at::Tensor storage = sm::empty_strided_p2p(
         allocated, strides, dtype, device_, group, std::nullopt);
     if (zeroed) {
       // Peers may write into it as soon as the rendezvous below ends here.
       storage.zero_();
-      c10::impl::getDeviceGuardImpl(device_.type())
-          ->synchronizeDevice(device_.index());
+#ifdef MDFUSER_HAS_CUDA
+      setup.synchronize();
+#endif
     }
     entry->handle = sm::rendezvous(storage, group);
+#ifdef MDFUSER_HAS_CUDA
+    // Whatever torch enqueued there is done before the program uses the
+    // buffer.
+    setup.synchronize();
+#endif
     entry->tensor = empty ? storage.narrow(0, 0, 0).view(stored) : storage;
   } catch (const std::exception& e) {
     communicator_.notePeerFailure();

@@ -86,11 +86,11 @@ def test_linear_reduce_scatter(multidevice_test, s, m):
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(out.cpu(), expected)
     # The direct reduce-scatter's d - 1 moves, each shifted by its step,
-    # landing in a symmetric buffer each (with several chunks, a ring's one
-    # permute).
+    # landing in a symmetric buffer each (at d = 2 of several chunks, a
+    # ring's one permute).
     program = fd.last_host_ir()
-    expect_cuda_rings(test, program, d - 1 if s == 1 else 1)
-    if d > 1 and s == 1:
+    expect_cuda_rings(test, program, 1 if d <= 2 else d - 1)
+    if d > 2 or (d == 2 and s == 1):
         assert [f"shift={j}," in program for j in range(2, d)] == [True] * (d - 2)
         (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
         assert torch.equal(ring.cpu(), expected)
@@ -111,9 +111,10 @@ def test_linear_allreduce(multidevice_test, s, t):
     (out,) = fd.execute(args, backend=CUDA)
     assert torch.equal(out.cpu(), torch_linear(full, False))
     # Receiving into symmetric buffers of their own (the output cannot be
-    # one): the direct form's 2 (d - 1) moves in one chunk, else the
-    # reduce-scatter ring, then the allgather ring.
-    direct = d > 1 and s == 1
+    # one): the direct form's 2 (d - 1) moves over three devices or more
+    # and at d = 2 in one chunk, else the reduce-scatter ring, then the
+    # allgather ring.
+    direct = d > 2 or (d == 2 and s == 1)
     expect_cuda_rings(test, fd.last_host_ir(), 2 * (d - 1) if direct else 2)
     if direct:
         (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
@@ -139,6 +140,49 @@ def test_a_chunk_cut_from_a_middle_axis_moves_in_rows(multidevice_test, streams)
     expect_cuda_rings(test, program, 1)
     if d > 1:
         assert "axis = 1, index = " in program, program
+
+
+def test_the_first_run_spares_memory_the_callers_pending_kernels_read(multidevice_test):
+    """A program's first run sets its symmetric buffers up where it reaches
+    them, while the caller's stream may still have kernels pending. torch
+    writes the members' addresses into bytes of the caching allocator with
+    copies that wait for no stream: taken for the caller's stream, they
+    would be bytes the caller freed a moment before, which its pending
+    kernels still read. Here the stream sleeps before copying small
+    tensors that the caller then frees, and the program (its ring at the
+    top level, on the caller's stream) runs its first time meanwhile: the
+    copies still hold the freed tensors' values."""
+    test = multidevice_test
+    needs_gpus(test)
+    d = test.size
+    fd = batched_allgather_linear(d, 2)
+    g = torch.Generator().manual_seed(5)
+    full = [integers((2, 4 * d, 8), g), integers((4 * d, 8), g)]
+    args = [test.shard(t, tv) for t, tv in zip(full, fd.fusion.inputs())]
+    # A stream of its own: the allocator's blocks for it are only these,
+    # each freed one 512 bytes between two that stay (none merge).
+    stream = torch.cuda.Stream(test.device)
+    with torch.cuda.stream(stream):
+        freed = [torch.full((128,), float(i + 1), device=test.device) for i in range(16)]
+        kept = [torch.empty(128, device=test.device) for _ in range(16)]
+        blocks = [t for pair in zip(freed, kept) for t in pair]
+        stream.synchronize()
+        # About two seconds at an H200's clock: past the first run's
+        # compile and buffer exchange.
+        torch.cuda._sleep(4_000_000_000)
+        copies = [t.clone() for t in freed]
+        del freed, blocks
+        (got,) = fd.execute(args, backend=CUDA)
+        if stream.query():
+            pytest.fail("the copies ran before the first run ended: sleep longer")
+    stream.synchronize()
+    for i, copy in enumerate(copies):
+        value = torch.full((128,), float(i + 1))
+        assert torch.equal(copy.cpu(), value), f"copy {i}: {copy.cpu()[:8]}"
+    expected = torch.nn.functional.linear(full[0].double(), full[1].double())
+    assert torch.equal(got.cpu(), shard_tensor(expected.to(torch.bfloat16), fd.output_tensors()[0]))
+    expect_cuda_rings(test, fd.last_host_ir(), 1)
+    assert "ShardByStream" not in fd.last_host_ir(), "the ring runs on the caller's stream"
 
 
 def test_steady_state_repeats_bit_identically_without_host_syncs(multidevice_test):
