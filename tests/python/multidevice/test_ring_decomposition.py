@@ -129,7 +129,7 @@ def test_linear_reduce_scatter(multidevice_test, s, m, schedule):
     expected = shard_tensor(torch_linear(full, False), fd.output_tensors()[0])
     assert torch.equal(collective.cpu(), expected)
     assert torch.equal(ring.cpu(), expected)
-    if schedule == "direct" and d > 2 and s == 1:
+    if schedule == "direct" and d > 2:
         # Step j sends device me + j's partial sum straight to it (shift j),
         # the d - 1 steps unrolled; the own partial sum adds the first
         # arrival as the GEMM's C operand, each later arrival an add.
@@ -170,7 +170,7 @@ def test_linear_allreduce(multidevice_test, s, t):
     expected = torch_linear(full, False)
     assert torch.equal(collective.cpu(), expected)
     assert torch.equal(ring.cpu(), expected)
-    if d > 1 and s == 1:
+    if d > 2 or (d == 2 and s == 1):
         # Direct: each partial sum sent straight to its part's device, then
         # each reduced part to every other device (shifts 1 .. d - 1 twice).
         expect_ring(test, program, 2 * (d - 1), "Allreduce")
@@ -215,9 +215,9 @@ PROLOGUES_FIRST = [*RING, "ring_prologues_first"]
 def test_ring_prologues_first(multidevice_test, pair, s, t):
     """Every stream chunk's step-0 GEMM first, in chunk order, then the
     rings: the same values as the rings in one loop and the collectives.
-    (The reduce-scatter as a ring: its direct form, the default for one
-    chunk, allocates its receive buffers before its first move, and the
-    pass leaves such loops as they are.)"""
+    (The reduce-scatter as a ring: its direct form, the default over three
+    devices or more, allocates its receive buffers before its first move,
+    and the pass leaves such loops as they are.)"""
     test = multidevice_test
     d = test.size
     if pair == "linear_reduce_scatter":
@@ -336,9 +336,9 @@ def test_sequence_parallel_mlp(multidevice_test, streams):
         test.assert_close(collective, want, tolerance, msg="collective")
     test.assert_close(ring, want, tolerance, msg="ring")
     if d > 1:
-        # The allgather ring's permute, and the reduce-scatter's: the d - 1
-        # direct moves of one stream chunk, one in a ring's loop of several.
-        permutes = 1 + (d - 1 if streams == 1 else 1)
+        # The allgather ring's permute, and the reduce-scatter's: one in a
+        # ring's loop at d = 2, the d - 1 direct moves beyond.
+        permutes = 1 + (1 if d == 2 else d - 1)
         assert count(program, "CollectivePermute") == permutes, program
         assert count(program, "Allgather") + count(program, "ReduceScatter") == 0
 
