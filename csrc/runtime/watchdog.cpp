@@ -38,6 +38,13 @@ struct Watchdog::State {
   // a round of polling.
   std::list<WatchedPtr> to_poll;
   std::list<WatchedPtr> to_supervise;
+  // Entries the supervisor is done with, destroyed by the poller outside
+  // the lock: an entry may own CUDA resources (an event, NCCL's work) whose
+  // destruction calls CUDA, which can wait as long as the stream the host
+  // thread copies from (a `.cpu()` into pageable memory holds up every
+  // other CUDA call of the process). The supervisor never calls CUDA, so
+  // that it reads the store while such a copy waits for a failed peer.
+  std::list<WatchedPtr> graveyard;
   // Standbys of epochs not yet abandoned; those of abandoned epochs, taken
   // over by the poller like `to_poll`, with the time they end.
   std::list<Standby> standby;
@@ -197,6 +204,7 @@ void Watchdog::poll() {
   std::list<State::WatchedPtr> watched;
   std::list<std::pair<Standby, std::chrono::steady_clock::time_point>>
       releasing;
+  std::list<State::WatchedPtr> dead;
 #ifdef MDFUSER_HAS_CUDA
   int current_device = -1;
 #endif
@@ -228,8 +236,10 @@ void Watchdog::poll() {
       }
       watched.splice(watched.end(), s.to_poll);
       releasing.splice(releasing.end(), s.releasing);
+      dead.splice(dead.end(), s.graveyard);
       live_epoch = s.live_epoch;
     }
+    dead.clear();
     const auto now = std::chrono::steady_clock::now();
     for (auto it = releasing.begin(); it != releasing.end();) {
       makeCurrent(it->first.device);
@@ -264,8 +274,14 @@ void Watchdog::supervise() {
     int64_t live_epoch = 0;
     {
       std::unique_lock<std::mutex> lock(s.mutex);
-      watched.remove_if(
-          [](const State::WatchedPtr& w) { return w->done.load(); });
+      for (auto it = watched.begin(); it != watched.end();) {
+        if ((*it)->done.load()) {
+          s.graveyard.push_back(std::move(*it));
+          it = watched.erase(it);
+        } else {
+          ++it;
+        }
+      }
       if (watched.empty()) {
         s.supervisor_idle = true;
         s.supervise_wake.wait(
@@ -276,6 +292,7 @@ void Watchdog::supervise() {
             lock, kSupervisePeriod, [&s] { return s.stop; });
       }
       if (s.stop) {
+        s.graveyard.splice(s.graveyard.end(), watched);
         return;
       }
       watched.splice(watched.end(), s.to_supervise);

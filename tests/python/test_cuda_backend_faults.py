@@ -61,18 +61,8 @@ def test_a_peer_that_exits_on_an_error_ends_the_waiting_rank_early(graphs):
     assert "the stream cannot go on, ending the process" in message, message
 
 
-# Seen on two H200s (2026-11-27), before the watchdog's supervisor: with
-# graphs, the released ranks' watchdogs said nothing while their replay
-# waited (doc/runtime.md, "Failures").
-GRAPH_RECOVERY = pytest.mark.xfail(
-    reason="not yet seen to recover on GPUs with a replayed graph", strict=False
-)
-
-
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize(
-    "graphs", [False, pytest.param(True, marks=GRAPH_RECOVERY)], ids=["statements", "graphs"]
-)
+@pytest.mark.parametrize("graphs", [False, True], ids=["statements", "graphs"])
 def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
     """Three ranks (sharing GPUs where the machine has fewer): the last
     reports a failure while the others' streams wait for it in the rings of

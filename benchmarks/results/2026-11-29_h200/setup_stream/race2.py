@@ -1,5 +1,6 @@
 """Probe: the SP layer, 2 stream chunks, d = 4 against 1 chunk; fresh fusions
 and one fusion reused; worst diff per run and per token half."""
+
 import os
 import sys
 
@@ -17,7 +18,11 @@ from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
 comm = Communicator.instance()
 d, rank = comm.size(), comm.rank()
 cuda = torch.cuda.is_available()
-device = torch.device("cuda", comm.local_rank() % torch.cuda.device_count()) if cuda else torch.device("cpu")
+device = (
+    torch.device("cuda", comm.local_rank() % torch.cuda.device_count())
+    if cuda
+    else torch.device("cpu")
+)
 if cuda:
     torch.cuda.set_device(device)
 dtype = torch.bfloat16 if cuda else torch.float32
