@@ -262,6 +262,54 @@ TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
   Watchdog::instance().setPeerCheck(nullptr);
 }
 
+// An entry's resources may take long to destroy: a CUDA event's
+// destruction waits while the host copies from a stream that waits for a
+// peer. The supervisor must still ask about the peers.
+TEST(Watchdog, AnEntryWhoseDestructionHangsDoesNotStopThePeerChecks) {
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  Watchdog::instance().setPeerCheck(
+      [asked](const std::vector<int64_t>&, int64_t epoch, uint64_t) {
+        Watchdog::PeerNews news;
+        if (epoch == 450) {
+          ++*asked;
+          news.failed = "rank 1 failed: RuntimeError: gave up";
+        }
+        return news;
+      });
+  auto go_on = std::make_shared<std::atomic<bool>>(false);
+  // Held by the finished entry's check: its destruction waits for go_on
+  // (ten seconds at most).
+  struct SlowToDestroy {
+    std::shared_ptr<std::atomic<bool>> go_on;
+    ~SlowToDestroy() {
+      within(milliseconds(10000), [this] { return go_on->load(); });
+    }
+  };
+  auto slow = std::make_shared<SlowToDestroy>();
+  slow->go_on = go_on;
+  Watchdog::Entry finished =
+      entry([slow] { return true; }, milliseconds(60000), "a finished replay");
+  finished.epoch = 450;
+  finished.peers = {1};
+  slow.reset();
+  Watchdog::instance().watch(std::move(finished));
+  // Polled and found finished, then dropped by both threads.
+  std::this_thread::sleep_for(milliseconds(300));
+  Watchdog::Entry held =
+      heldUntil(go_on, "rank 0 in a CUDA graph replay of a program");
+  held.epoch = 450;
+  held.peers = {1};
+  // Timed from here: a watchdog whose lock is held up holds up the watch
+  // too.
+  const auto start = std::chrono::steady_clock::now();
+  Watchdog::instance().watch(std::move(held));
+  EXPECT_TRUE(within(milliseconds(3500), [&] { return asked->load() >= 1; }))
+      << "the peers are asked while a finished entry is being destroyed";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3500));
+  go_on->store(true);
+  Watchdog::instance().setPeerCheck(nullptr);
+}
+
 TEST(Watchdog, AReleaseThatMayRunAnywhereIsStartedWhileThePollerIsHeldUp) {
   auto go_on = std::make_shared<std::atomic<bool>>(false);
   auto releases = std::make_shared<std::atomic<int>>(0);
