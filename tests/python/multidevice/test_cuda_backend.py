@@ -159,23 +159,25 @@ def test_the_first_run_spares_memory_the_callers_pending_kernels_read(multidevic
     g = torch.Generator().manual_seed(5)
     full = [integers((2, 4 * d, 8), g), integers((4 * d, 8), g)]
     args = [test.shard(t, tv) for t, tv in zip(full, fd.fusion.inputs())]
-    # A stream of its own: the allocator's blocks for it are only these,
-    # each freed one 512 bytes between two that stay (none merge).
+    # A stream of its own: the allocator's blocks for it are only these.
+    # Freed, the first 16 make one free block between the start of the
+    # segment and the 16 kept, whose first bytes the next small allocation
+    # for this stream takes.
     stream = torch.cuda.Stream(test.device)
     with torch.cuda.stream(stream):
         freed = [torch.full((128,), float(i + 1), device=test.device) for i in range(16)]
         kept = [torch.empty(128, device=test.device) for _ in range(16)]
-        blocks = [t for pair in zip(freed, kept) for t in pair]
         stream.synchronize()
         # About two seconds at an H200's clock: past the first run's
         # compile and buffer exchange.
         torch.cuda._sleep(4_000_000_000)
         copies = [t.clone() for t in freed]
-        del freed, blocks
+        del freed
         (got,) = fd.execute(args, backend=CUDA)
         if stream.query():
             pytest.fail("the copies ran before the first run ended: sleep longer")
     stream.synchronize()
+    del kept  # alive until here, so that the freed block stays apart
     for i, copy in enumerate(copies):
         value = torch.full((128,), float(i + 1))
         assert torch.equal(copy.cpu(), value), f"copy {i}: {copy.cpu()[:8]}"
