@@ -36,11 +36,15 @@ Watchdog::PeerCheck rankOneExited(std::string message) {
 }
 
 // A check that says rank 1 failed in `epoch`, whenever asked about that
-// epoch.
-Watchdog::PeerCheck rankOneFailedIn(int64_t epoch) {
-  return [epoch](const std::vector<int64_t>&, int64_t asked, uint64_t) {
+// epoch, counting those asks in `asks` where given.
+Watchdog::PeerCheck rankOneFailedIn(
+    int64_t epoch, std::shared_ptr<std::atomic<int>> asks = nullptr) {
+  return [epoch, asks](const std::vector<int64_t>&, int64_t asked, uint64_t) {
     Watchdog::PeerNews news;
     if (asked == epoch) {
+      if (asks != nullptr) {
+        ++*asks;
+      }
       news.failed = "rank 1 failed: RuntimeError: gave up";
     }
     return news;
@@ -241,15 +245,7 @@ Watchdog::Entry heldUntil(
 
 TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
   auto asked = std::make_shared<std::atomic<int>>(0);
-  Watchdog::instance().setPeerCheck(
-      [asked](const std::vector<int64_t>&, int64_t epoch, uint64_t) {
-        Watchdog::PeerNews news;
-        if (epoch == 400) {
-          ++*asked;
-          news.failed = "rank 1 failed: RuntimeError: gave up";
-        }
-        return news;
-      });
+  Watchdog::instance().setPeerCheck(rankOneFailedIn(400, asked));
   auto go_on = std::make_shared<std::atomic<bool>>(false);
   Watchdog::Entry held =
       heldUntil(go_on, "rank 0 in CollectivePermute (Communication 1)");
@@ -267,15 +263,7 @@ TEST(Watchdog, AFinishedCheckThatHangsDoesNotStopThePeerChecks) {
 // peer. The supervisor must still ask about the peers.
 TEST(Watchdog, AnEntryWhoseDestructionHangsDoesNotStopThePeerChecks) {
   auto asked = std::make_shared<std::atomic<int>>(0);
-  Watchdog::instance().setPeerCheck(
-      [asked](const std::vector<int64_t>&, int64_t epoch, uint64_t) {
-        Watchdog::PeerNews news;
-        if (epoch == 450) {
-          ++*asked;
-          news.failed = "rank 1 failed: RuntimeError: gave up";
-        }
-        return news;
-      });
+  Watchdog::instance().setPeerCheck(rankOneFailedIn(450, asked));
   auto go_on = std::make_shared<std::atomic<bool>>(false);
   // Held by the finished entry's check: its destruction waits for go_on
   // (ten seconds at most).
