@@ -94,7 +94,12 @@ std::vector<GemmVariant> variants() {
       gemmVariant<2>(),
       gemmVariant<3>(),
       gemmVariant<4>(),
-      gemmVariant<5>()};
+      gemmVariant<5>(),
+      gemmVariant<6>(),
+      gemmVariant<7>(),
+      gemmVariant<8>(),
+      gemmVariant<9>(),
+      gemmVariant<10>()};
 }
 
 std::string record(

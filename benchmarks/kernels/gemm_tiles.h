@@ -29,7 +29,7 @@ struct TileProblem {
 };
 
 struct GemmVariant {
-  // "128x256x64 cluster 2x1".
+  // "128x256x64 cluster 2x1"; " pp" ends the ping-pong kernel's.
   const char* name;
   size_t (*workspace_bytes)(const TileProblem&);
   cudaError_t (*run)(const TileProblem&, void* workspace, cudaStream_t);
@@ -37,7 +37,7 @@ struct GemmVariant {
 
 // Variant I of kGemmVariants (gemm_tiles_config.cu, compiled with
 // MDFUSER_TILE_CONFIG=I).
-constexpr int kGemmVariants = 6;
+constexpr int kGemmVariants = 11;
 template <int I>
 GemmVariant gemmVariant();
 

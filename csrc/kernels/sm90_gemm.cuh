@@ -3,7 +3,8 @@
 
 // The GEMM the fused kernels are built on: CUTLASS's warp-specialized
 // persistent GEMM for sm_90a (TMA loads, wgmma, two consumer warpgroups
-// sharing each tile), with a tile scheduler of the kernel's own that says
+// sharing each tile, or each on a tile of its own: `Cooperative` and
+// `Pingpong` below), with a tile scheduler of the kernel's own that says
 // in which order tiles are computed and what happens around each one.
 // a[M, K] (row-major) times b[N, K] (row-major, so a K-major B) into
 // d[M, N] row-major, fp32 accumulation. Included by one .cu per kernel.
@@ -118,14 +119,19 @@ class RotatedTileScheduler
   CUTLASS_DEVICE explicit RotatedTileScheduler(Params const& params)
       : Base(params), params_(params) {}
 
- protected:
-  // The tile this CTA computes now, its rows rotated.
-  CUTLASS_DEVICE WorkTileInfo current() const {
+  // The tile this CTA computes now, its rows rotated. It hides the base's:
+  // the ping-pong kernel asks for it directly.
+  CUTLASS_DEVICE WorkTileInfo get_current_work() const {
     WorkTileInfo tile = Base::get_current_work();
     if (tile.is_valid()) {
       tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
     }
     return tile;
+  }
+
+ protected:
+  CUTLASS_DEVICE WorkTileInfo current() const {
+    return get_current_work();
   }
 
   Params params_;
@@ -152,11 +158,30 @@ struct TileSchedulerSelector<
 
 namespace mdfuser::kernels::sm90 {
 
+// How the two consumer warpgroups share the tiles. Cooperative: both work on
+// each tile, half of its rows each, and write it out together. Ping-pong:
+// each works on a tile of its own, the two taking turns on the tensor
+// cores, so that one's epilogue runs beside the other's mainloop (a tile
+// of 64 or 128 rows a warpgroup).
+struct Cooperative {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Pingpong {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
 // The GEMM whose tile scheduler is `Scheduler`, a RotatedTileScheduler
 // (complete where this is instantiated). Large problems take 128 × 256 tiles in
 // clusters of two along M (which share each B tile by multicast), problems of
 // fewer tiles than SMs 128 × 128 tiles alone, which keep more SMs busy.
-template <class Element, class TileShape, class ClusterShape, class Scheduler>
+template <
+    class Element,
+    class TileShape,
+    class ClusterShape,
+    class Scheduler,
+    class Schedule = Cooperative>
 struct Gemm {
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
@@ -180,7 +205,7 @@ struct Gemm {
       Element,
       LayoutD,
       kAlignment,
-      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Schedule::Epilogue>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90,
@@ -196,7 +221,7 @@ struct Gemm {
       ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Schedule::Kernel>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<
       Shape<int, int, int, int>,
