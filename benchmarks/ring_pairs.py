@@ -12,8 +12,10 @@ replayed as CUDA graphs, else a collective per stream chunk), mdfuser_ring
 copy engines, statement by statement), mdfuser_graph and mdfuser_cuda_graph
 (NCCL's collectives and the CUDA backend's rings replayed as CUDA graphs),
 mdfuser_fused (the allgather + GEMM and GEMM + reduce-scatter kernels of
-sm_90a, _enable_options=["fused_matmul_communication"]), torch_fused (PyTorch's
-async-TP ops),
+sm_90a, _enable_options=["fused_matmul_communication"]),
+mdfuser_fused_pulled (linear_rs only: the GEMM + reduce-scatter kernel whose
+owners pull the partial sums, MDFUSER_FUSED_RS_PULLED=1), torch_fused
+(PyTorch's async-TP ops),
 torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 
     torchrun --nproc-per-node 8 benchmarks/ring_pairs.py --json rings.json
@@ -235,6 +237,33 @@ def symmetric_memory_group() -> str:
     return name
 
 
+# A variant's environment, which the runtime reads at each call: under this
+# key of its keyword arguments, set around each execute (execute_variant).
+ENV = "env"
+
+
+def execute_variant(fd, inputs, kwargs: dict):
+    """fd.execute(inputs) with a variant's keyword arguments, its ENV set
+    for the call."""
+    env = kwargs.get(ENV, {})
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        return fd.execute(inputs, **{k: v for k, v in kwargs.items() if k != ENV})
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def pulls_apply(pair, variant: str) -> bool:
+    """Whether `variant` runs for `pair`: mdfuser_fused_pulled only for
+    linear_rs (the allgather's kernel is mdfuser_fused's)."""
+    return variant != "mdfuser_fused_pulled" or pair.name == "linear_rs"
+
+
 def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str]]:
     """execute's keyword arguments by mdfuser variant this run can time,
     and the reasons for those it cannot."""
@@ -248,6 +277,9 @@ def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str
         runnable["mdfuser_fused"] = {
             "backend": CommunicatorBackend.cuda,
             "_enable_options": [FUSED],
+        }
+        runnable["mdfuser_fused_pulled"] = runnable["mdfuser_fused"] | {
+            ENV: {"MDFUSER_FUSED_RS_PULLED": "1"}
         }
     elif cuda and d > 1:
         skipped["mdfuser_fused"] = "the fused kernel is built for sm_90a (Hopper)"
@@ -361,13 +393,15 @@ class Bench:
         s = max(pair.fds)
         runnable, _ = mdfuser_variants(self.cuda, self.d)
         for variant, kwargs in runnable.items():
+            if not pulls_apply(pair, variant):
+                continue
             fd = pair.define(s)
-            fd.execute(pair.inputs[s], **kwargs)
+            execute_variant(fd, pair.inputs[s], kwargs)
             self.timer.sync()
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", ".*Profiler clears events")
                 with PythonProfiler() as prof:
-                    fd.execute(pair.inputs[s], **kwargs)
+                    execute_variant(fd, pair.inputs[s], kwargs)
                     self.timer.sync()
             if self.rank == 0:
                 print_statements(f"{pair.name} {variant} s={s}", prof.profile)
@@ -384,10 +418,15 @@ class Bench:
             ("gemm_only", pair.parts["gemm_only"]),
             (f"mdfuser s={s}", lambda: default.execute(pair.inputs[s])),
         ]
-        if "mdfuser_fused" in runnable and 1 in pair.fds:
-            fused = pair.define(1)
-            kwargs = runnable["mdfuser_fused"]
-            runs.append(("mdfuser_fused s=1", lambda: fused.execute(pair.inputs[1], **kwargs)))
+        for variant in ("mdfuser_fused", "mdfuser_fused_pulled"):
+            if variant in runnable and 1 in pair.fds and pulls_apply(pair, variant):
+                fused, kwargs = pair.define(1), runnable[variant]
+                runs.append(
+                    (
+                        f"{variant} s=1",
+                        lambda fd=fused, kw=kwargs: execute_variant(fd, pair.inputs[1], kw),
+                    )
+                )
         activities = [torch.profiler.ProfilerActivity.CUDA]
         for name, run in runs:
             # Set up (and, for the default, captured) outside the profile;
@@ -423,8 +462,10 @@ class Bench:
             inputs, expected = pair.inputs[s], None
             for variant, kwargs in runnable.items():
                 name = f"{pair.name} {variant} s={s}"
+                if not pulls_apply(pair, variant):
+                    continue
                 fd = first if variant == "mdfuser" else pair.define(s)
-                run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
+                run = lambda fd=fd, i=inputs, kw=kwargs: execute_variant(fd, i, kw)[0]  # noqa: E731
                 asked = kwargs.get("_enable_options", [])
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()

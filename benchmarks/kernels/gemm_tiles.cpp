@@ -27,6 +27,7 @@
 
 #include "gemm_tiles.h"
 #include "kernels/gemm_reduce_scatter.h"
+#include "kernels/gemm_reduce_scatter_pulled.h"
 
 namespace mdfuser::bench {
 namespace {
@@ -301,6 +302,144 @@ void benchSums(int iters, std::vector<std::string>& json) {
   }
 }
 
+// The GEMM + reduce-scatter kernel that pulls the partial sums, run by
+// one member of `members` whose peers are buffers of this GPU already
+// complete (their counters past every count the kernel waits for): the
+// kernel's own cost (the GEMM on the SMs the pulling CTAs leave, the pulls
+// reading this GPU's memory where they would read a link, the epilogue
+// adding their sum), against cuBLAS's GEMM of every member's rows, which
+// is what the kernel computes.
+void benchPulled(int iters, std::vector<std::string>& json) {
+  const at::TensorOptions options =
+      at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  struct Case {
+    int32_t members;
+    int64_t rows, n, k;
+  };
+  std::printf(
+      "\npulled GEMM + reduce-scatter, peers simulated (bf16)\n"
+      "  %-26s %9s %9s %8s %9s\n",
+      "members x rows x n x k",
+      "cuBLAS ms",
+      "ms",
+      "TFLOP/s",
+      "x cuBLAS");
+  for (const Case c :
+       {Case{2, 4096, 8192, 2048},
+        Case{4, 2048, 8192, 2048},
+        Case{2, 4096, 8192, 16384},
+        Case{2, 512, 1024, 1024}}) {
+    const int64_t m = c.members * c.rows;
+    const at::Tensor in = at::randn({m, c.k}, options);
+    const at::Tensor w = at::randn({c.n, c.k}, options);
+    at::Tensor out = at::empty({c.rows, c.n}, options);
+    const at::Tensor partials = at::empty({m, c.n}, options);
+    const at::Tensor zeros = at::zeros({c.rows, c.n}, options);
+    const at::Tensor received = at::empty({c.rows, c.n}, options);
+    std::vector<at::Tensor> peers;
+    for (int32_t p = 1; p < c.members; ++p) {
+      peers.push_back(at::randn({c.rows, c.n}, options));
+    }
+    kernels::PulledReduceScatterArgs args;
+    args.in = in.data_ptr();
+    args.weight = w.data_ptr();
+    args.out = out.data_ptr();
+    args.partials = partials.data_ptr();
+    args.zeros = zeros.data_ptr();
+    args.rows = c.rows;
+    args.n = c.n;
+    args.k = c.k;
+    args.members = c.members;
+    args.me = 0;
+    args.blocks = static_cast<int32_t>(
+        std::clamp<int64_t>(c.rows / 512, 1, kernels::kPulledMaxBlocks));
+    const at::Tensor counters =
+        at::zeros({c.members * args.blocks}, options.dtype(at::kLong));
+    const at::Tensor done =
+        at::full({args.blocks}, int64_t(1) << 62, options.dtype(at::kLong));
+    const at::Tensor summed =
+        at::zeros({args.blocks}, options.dtype(at::kLong));
+    args.counters = static_cast<uint64_t*>(counters.data_ptr());
+    for (int32_t p = 1; p < c.members; ++p) {
+      args.pulls.sources[p] = peers[p - 1].data_ptr();
+      args.pulls.source_counts[p] =
+          static_cast<const uint64_t*>(done.data_ptr());
+    }
+    args.pulls.received = received.data_ptr();
+    args.pulls.summed = static_cast<uint64_t*>(summed.data_ptr());
+    void* status = nullptr;
+    check(
+        cudaHostAlloc(&status, sizeof(int32_t), cudaHostAllocMapped),
+        "cudaHostAlloc");
+    *static_cast<int32_t*>(status) = 0;
+    args.status = static_cast<int32_t*>(status);
+    args.timeout_ns = int64_t(10) * 1000 * 1000 * 1000;
+    const std::string refusal = kernels::pulledReduceScatterRefusal(args);
+    if (!refusal.empty()) {
+      throw std::runtime_error("pulled reduce-scatter: " + refusal);
+    }
+    kernels::planPulledReduceScatter(args);
+    const at::Tensor workspace = at::empty(
+        {static_cast<int64_t>(
+             kernels::pulledReduceScatterWorkspaceBytes(args)) +
+         1},
+        options.dtype(at::kByte));
+    for (const int32_t ctas : {4, 8, 16}) {
+      args.pulls.ctas = ctas;
+      uint64_t call = 0;
+      *static_cast<int32_t*>(status) = 0;
+      (void)summed.zero_();
+      auto pulled = [&] {
+        args.call = ++call;
+        check(
+            kernels::launchPulledReduceScatter(
+                args, workspace.data_ptr(), stream),
+            "launchPulledReduceScatter");
+      };
+      pulled();
+      at::Tensor expected =
+          at::mm(in.narrow(0, 0, c.rows), w.t()).to(at::kFloat);
+      for (const at::Tensor& peer : peers) {
+        expected += peer.to(at::kFloat);
+      }
+      const double error =
+          (out.to(at::kFloat) - expected).abs().max().item<double>() /
+          expected.abs().max().item<double>();
+      if (*static_cast<volatile int32_t*>(status) != 0) {
+        throw std::runtime_error("pulled reduce-scatter: the kernel gave up");
+      }
+      const double ms = medianMs(pulled, iters, stream);
+      at::Tensor all = at::empty({m, c.n}, options);
+      const double cublas =
+          medianMs([&] { at::mm_out(all, in, w.t()); }, iters, stream);
+      const double flop = 2.0 * m * c.n * c.k;
+      const std::string shape =
+          std::to_string(c.members) + "x" + std::to_string(c.rows) + "x" +
+          std::to_string(c.n) + "x" + std::to_string(c.k) + " pull " +
+          std::to_string(ctas);
+      std::printf(
+          "  %-26s %9.3f %9.3f %8.0f %8.3fx  (max relative error %.2g)\n",
+          shape.c_str(),
+          cublas,
+          ms,
+          flop / ms / 1e9,
+          ms / cublas,
+          error);
+      json.push_back(record(
+          "pulled",
+          "pulled GEMM + reduce-scatter, peers simulated",
+          shape,
+          ms,
+          flop / ms / 1e9,
+          0,
+          ms / cublas,
+          error));
+    }
+    (void)cudaFreeHost(status);
+  }
+}
+
 } // namespace
 } // namespace mdfuser::bench
 
@@ -344,6 +483,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> json;
     benchGemms(parseShapes(shapes), iters, json);
     benchSums(iters, json);
+    benchPulled(iters, json);
     if (!json_path.empty()) {
       std::ofstream out(json_path);
       out << "{\"device\": \"" << props.name << "\", \"records\": [\n";

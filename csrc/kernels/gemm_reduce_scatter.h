@@ -2,8 +2,8 @@
 #pragma once
 
 // The GEMM + reduce-scatter kernel (Hopper, sm_90a), without torch:
-// pointers, shapes and a stream. runtime/fused_matmul.cpp sends the rows
-// it finishes and sums what arrives.
+// pointers, shapes and a stream. runtime/fused_reduce_scatter.cpp sends the
+// rows it finishes and sums what arrives.
 
 #include <cstdint>
 #include <string>

@@ -4,16 +4,14 @@
 // persistent GEMM for sm_90a, whose tile scheduler visits the peers' rows
 // first, peer after peer, this member's own last, and counts, for each
 // block of a peer's rows, the tiles whose stores are complete. A copy
-// engine waits on each count (runtime/fused_matmul.cpp) and sends the peer
-// the block while the kernel computes the next; each member then sums the
+// engine waits on each count (runtime/fused_reduce_scatter.cpp) and sends the
+// peer the block while the kernel computes the next; each member then sums the
 // partial rows it received with its own (launchSumOfParts).
 #include "kernels/gemm_reduce_scatter.h"
 
 #include <climits>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+#include "kernels/packs.cuh"
 #include "kernels/sm90_gemm.cuh"
 
 namespace mdfuser::kernels {
@@ -118,35 +116,6 @@ sm90::Problem problemOf(const GemmReduceScatterArgs& args) {
 int64_t firstRow(const GemmReduceScatterArgs& args) {
   const TileCounts& c = args.counts;
   return c.rows_per_member * ((c.me + 1) % c.members);
-}
-
-// Eight elements (16 bytes) to and from fp32.
-template <class T>
-__device__ void addPack(const uint4& in, float (&sum)[8]) {
-  const T* e = reinterpret_cast<const T*>(&in);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      sum[i] += __bfloat162float(e[i]);
-    } else {
-      sum[i] += __half2float(e[i]);
-    }
-  }
-}
-
-template <class T>
-__device__ uint4 packOf(const float (&sum)[8]) {
-  uint4 out;
-  T* e = reinterpret_cast<T*>(&out);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      e[i] = __float2bfloat16_rn(sum[i]);
-    } else {
-      e[i] = __float2half_rn(sum[i]);
-    }
-  }
-  return out;
 }
 
 struct Parts {

@@ -19,6 +19,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
 #include <cutlass/util/packed_stride.hpp>
@@ -69,10 +70,15 @@ class RotatedTileScheduler
  public:
   using Payload = P;
 
+  // The GEMM's CTAs may be a range of the grid's, [first_cta, first_cta +
+  // ctas) in the order CUTLASS numbers them (other CTAs of the launch do
+  // other work); ctas = 0: the whole grid.
   struct Arguments : Base::Arguments {
     Payload payload;
     int32_t tile_rows = 0;
     int64_t first_row = 0;
+    int32_t first_cta = 0;
+    int32_t ctas = 0;
   };
   struct Params : Base::Params {
     Payload payload;
@@ -81,6 +87,8 @@ class RotatedTileScheduler
     // rotated.
     int32_t tiles_m = 0;
     int32_t rotation = 0;
+    int32_t first_cta = 0;
+    int32_t ctas = 0;
   };
 
   template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
@@ -111,22 +119,46 @@ class RotatedTileScheduler
     const auto first_tile =
         static_cast<int32_t>(arguments.first_row / arguments.tile_rows);
     params.rotation = first_tile / cluster_m * cluster_m;
+    params.first_cta = arguments.first_cta;
+    params.ctas = arguments.ctas;
     return params;
   }
 
   CUTLASS_HOST_DEVICE RotatedTileScheduler() {}
 
+  // The base's walk over the tiles (a linear index from the CTA's, a
+  // stride of the grid's size), over this scheduler's range of CTAs.
   CUTLASS_DEVICE explicit RotatedTileScheduler(Params const& params)
-      : Base(params), params_(params) {}
+      : Base(params), params_(params) {
+    const uint64_t cta =
+        params.raster_order_ == RasterOrder::AlongN
+            ? uint64_t(blockIdx.x) + uint64_t(blockIdx.y) * uint64_t(gridDim.x)
+            : uint64_t(blockIdx.x) * uint64_t(gridDim.y) + uint64_t(blockIdx.y);
+    linear_ = cta - uint64_t(params.first_cta);
+    stride_ = params.ctas > 0 ? uint64_t(params.ctas)
+                              : uint64_t(gridDim.x) * uint64_t(gridDim.y) *
+                                    uint64_t(gridDim.z);
+  }
 
   // The tile this CTA computes now, its rows rotated. It hides the base's:
   // the ping-pong kernel asks for it directly.
   CUTLASS_DEVICE WorkTileInfo get_current_work() const {
-    WorkTileInfo tile = Base::get_current_work();
+    WorkTileInfo tile = Base::get_current_work_for_linear_idx(linear_);
     if (tile.is_valid()) {
       tile.M_idx = (tile.M_idx + params_.rotation) % params_.tiles_m;
     }
     return tile;
+  }
+
+  CUTLASS_DEVICE void advance_to_next_work(uint32_t advance_count = 1) {
+    linear_ += stride_ * uint64_t(advance_count);
+  }
+
+  CUTLASS_DEVICE bool is_last_tile(
+      WorkTileInfo&, uint32_t advance_count = 1) const {
+    return !Base::get_current_work_for_linear_idx(
+                linear_ + stride_ * uint64_t(advance_count))
+                .is_valid();
   }
 
  protected:
@@ -135,6 +167,10 @@ class RotatedTileScheduler
   }
 
   Params params_;
+
+ private:
+  uint64_t linear_ = 0;
+  uint64_t stride_ = 1;
 };
 
 // The tag that has CUTLASS's kernel take `Scheduler` (a RotatedTileScheduler)
@@ -295,6 +331,131 @@ struct Gemm {
       return error == cudaSuccess ? cudaErrorLaunchFailure : error;
     }
     return cudaSuccess;
+  }
+};
+
+// The same GEMM over `batches` problems of one shape, each with its own
+// A, C and D (CUTLASS's ptr-array kernel, which updates its TMA descriptors
+// in the kernel when a tile of another batch comes): D_l = A_l · B^T + C_l.
+// The pointers live in device memory; each batch's rows, columns and depth
+// are the problem's m, n and k. Its tiles come batch after batch.
+template <class Element, class TileShape, class ClusterShape, class Scheduler>
+struct ArrayGemm {
+  using Layout = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::ColumnMajor;
+  static constexpr int kAlignment = 16 / sizeof(Element);
+  static constexpr int kTileRows = size<0>(TileShape{});
+  static constexpr int kTileCols = size<1>(TileShape{});
+  static constexpr int kClusterRows = size<0>(ClusterShape{});
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90,
+      cutlass::arch::OpClassTensorOp,
+      TileShape,
+      ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto,
+      float,
+      float,
+      Element,
+      Layout,
+      kAlignment,
+      Element,
+      Layout,
+      kAlignment,
+      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90,
+      cutlass::arch::OpClassTensorOp,
+      Element,
+      Layout,
+      kAlignment,
+      Element,
+      LayoutB,
+      kAlignment,
+      float,
+      TileShape,
+      ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  // CUTLASS's ptr-array kernel takes no scheduler but its default (void):
+  // the one file that instantiates this makes `Scheduler` the default for
+  // its tile and cluster shapes (a TileSchedulerSelector of void for sm_90,
+  // 8 stages and no problem shape), which this checks.
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cutlass::gemm::ArrayProblemShape<Shape<int, int, int, int>>,
+      Mainloop,
+      Epilogue,
+      void>;
+  static_assert(
+      std::is_same_v<typename Kernel::TileScheduler, Scheduler>,
+      "CUTLASS's ptr-array kernel must take Scheduler as its default");
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  // The pointer arrays: `batches` of each, in device memory.
+  struct Pointers {
+    const Element** a = nullptr;
+    const Element** b = nullptr;
+    const Element** c = nullptr;
+    Element** d = nullptr;
+  };
+
+  // The arguments of `batches` problems of `problem`'s shape (its pointers
+  // unused: `pointers` holds them), with `payload`, on at most
+  // `max_clusters` clusters (0: as many as the GPU holds) starting at CTA
+  // `first_cta` of the launch.
+  static typename Adapter::Arguments arguments(
+      const Problem& problem,
+      int batches,
+      const Pointers& pointers,
+      const typename Scheduler::Payload& payload,
+      int max_clusters = 0,
+      int first_cta = 0) {
+    const int m = static_cast<int>(problem.m);
+    const int n = static_cast<int>(problem.n);
+    const int k = static_cast<int>(problem.k);
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideC = typename Kernel::StrideC;
+    using StrideD = typename Kernel::StrideD;
+    cutlass::KernelHardwareInfo hw_info;
+    hw_info.device_id = problem.device;
+    hw_info.sm_count =
+        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+            problem.device);
+    hw_info.max_active_clusters = max_clusters;
+    typename Adapter::Arguments arguments{
+        cutlass::gemm::GemmUniversalMode::kArray,
+        {{m, n, k, batches}},
+        {pointers.a,
+         cutlass::make_cute_packed_stride(StrideA{}, {m, k, 1}),
+         pointers.b,
+         cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1})},
+        {{1.0f, 1.0f},
+         pointers.c,
+         cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
+         pointers.d,
+         cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
+        hw_info};
+    auto& scheduler = arguments.scheduler;
+    // Along N: a CTA's consecutive tiles share rows, so that it crosses
+    // from one block of rows to the next as few times as it can.
+    scheduler.raster_order = Scheduler::RasterOrderOptions::AlongN;
+    scheduler.max_swizzle_size = 1;
+    scheduler.payload = payload;
+    scheduler.tile_rows = kTileRows;
+    scheduler.first_row = 0;
+    scheduler.first_cta = first_cta;
+    // The scheduler walks the CTAs CUTLASS would launch.
+    const dim3 grid = Adapter::get_grid_shape(arguments);
+    scheduler.ctas = static_cast<int32_t>(grid.x * grid.y * grid.z);
+    return arguments;
+  }
+
+  static size_t workspaceBytes(const typename Adapter::Arguments& arguments) {
+    return Adapter::get_workspace_size(arguments);
   }
 };
 

@@ -131,6 +131,18 @@ class CudaBackend {
       std::shared_ptr<const std::string> what,
       uint64_t run);
 
+  // Has the watchdog bound the work just posted on `stream`, a kernel that
+  // waits in the kernel for the peers of `members` (a fused statement's):
+  // past the communicator's timeout, or once a peer has exited, it ends
+  // the process with a report naming this rank, `what` and `waited` ("waited
+  // for ...").
+  void watchKernel(
+      const std::vector<int64_t>& members,
+      CUstream_st* stream,
+      std::shared_ptr<const std::string> what,
+      std::string waited,
+      uint64_t run);
+
   // Lets the moves of this backend's teams run to their end without their
   // peers, when a rank's failure ended their epoch
   // (Watchdog::Entry::release): raises every flag of its teams on this rank
@@ -146,7 +158,7 @@ class CudaBackend {
   std::function<bool()> releaser() const;
 
   // What the fused matmul statements run through this backend keep
-  // between runs (runtime/fused_matmul.cpp): created by their first run,
+  // between runs (runtime/fused_statements.h): created by their first run,
   // destroyed with the backend, before its symmetric buffers.
   std::shared_ptr<FusedStatements>& fusedStatements() {
     return fused_statements_;

@@ -221,6 +221,28 @@ void CudaBackend::receiveArrivals(
       run);
 }
 
+void CudaBackend::watchKernel(
+    const std::vector<int64_t>& members,
+    cudaStream_t stream,
+    std::shared_ptr<const std::string> what,
+    std::string waited,
+    uint64_t run) {
+  if (isCapturing(stream)) {
+    return;
+  }
+  Team& t = team(members);
+  watch(
+      t.events.record(stream),
+      [what = std::move(what),
+       waited = std::move(waited),
+       members,
+       rank = communicator_.rank()] {
+        return waiter(rank, *what, members) + waited;
+      },
+      t.peers(),
+      run);
+}
+
 void CudaBackend::clearArrivals(
     const std::vector<int64_t>& members, int64_t channel, cudaStream_t stream) {
   CUstreamBatchMemOpParams clear = {};
@@ -252,6 +274,15 @@ void CudaBackend::receiveArrivals(
     int64_t,
     CUstream_st*,
     std::shared_ptr<const std::string>,
+    uint64_t) {
+  MDF_UNREACHABLE();
+}
+
+void CudaBackend::watchKernel(
+    const std::vector<int64_t>&,
+    CUstream_st*,
+    std::shared_ptr<const std::string>,
+    std::string,
     uint64_t) {
   MDF_UNREACHABLE();
 }

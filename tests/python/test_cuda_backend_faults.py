@@ -103,13 +103,24 @@ def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
     torch.cuda.device_count() < 2 or torch.cuda.get_device_capability() != (9, 0),
     reason="the fused kernels run on Hopper GPUs, one per rank here",
 )
-@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter"])
-def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(pair):
+@pytest.mark.parametrize(
+    "pair,pulled",
+    [
+        ("allgather_linear", False),
+        ("linear_reduce_scatter", False),
+        ("linear_reduce_scatter", True),
+    ],
+    ids=["allgather_linear", "linear_reduce_scatter", "linear_reduce_scatter_pulled"],
+)
+def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(pair, pulled):
     """Rank 1 stops after a run of the fused allgather + linear (or linear
     + reduce-scatter) while rank 0 runs it again: rank 0's moves wait for
-    rank 1 to free its place, and the watchdog ends rank 0 within the
+    rank 1 to free its place (the reduce-scatter's kernel, in the kernel,
+    for rank 1's partial sums), and the watchdog ends rank 0 within the
     bound, naming both ranks and the statement."""
     env = {"MDFUSER_TIMEOUT_S": "3"}
+    if pulled:
+        env["MDFUSER_FUSED_RS_PULLED"] = "1"
     device = '"cuda", comm.local_rank()'
     message = run_absent_peer_job(
         device, "cuda", env, options=("fused_matmul_communication",), pair=pair
@@ -120,5 +131,6 @@ def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(p
     assert (
         "waited for rank 1 to free its place for this rank's rows" in message
         or "waited for the peers' rows" in message
+        or "waited for the peers' partial sums" in message
     ), message
     assert "(more than 3 s)" in message, message

@@ -25,6 +25,19 @@ STATEMENTS = {**FUSED, "_disable_options": ["cuda_graph"]}
 DTYPES = {"bfloat16": (torch.bfloat16, DataType.BFloat16), "float16": (torch.half, DataType.Half)}
 
 
+@pytest.fixture(params=["copy_engines", "pulled"])
+def rs_kernel(request, monkeypatch):
+    """The GEMM + reduce-scatter kernel: the one whose copy engines send the
+    partial sums (the default), or the one whose owners pull them
+    (MDFUSER_FUSED_RS_PULLED=1), both kept until they are timed side by
+    side."""
+    if request.param == "pulled":
+        monkeypatch.setenv("MDFUSER_FUSED_RS_PULLED", "1")
+    else:
+        monkeypatch.delenv("MDFUSER_FUSED_RS_PULLED", raising=False)
+    return request.param
+
+
 @pytest.fixture
 def test(multidevice_test):
     t = multidevice_test
@@ -77,11 +90,12 @@ def test_allgather_linear_exact(test, dtype, rows, k, n_local):
 
 
 def test_allgather_linear_matches_the_ring(test):
-    """The reference's shape, M = N = K = 1024 (fp16, random entries):
-    within the ring's distance of float64, and close to the ring itself."""
+    """The reference's shape, M = N = K = 1024 (fp16, random entries; M
+    the multiple of d below 1024 over three devices): within the ring's
+    distance of float64, and close to the ring itself."""
     d = test.size
     g = torch.Generator().manual_seed(11)
-    x = torch.randn(1024, 1024, generator=g).half()
+    x = torch.randn(1024 // d * d, 1024, generator=g).half()
     w = torch.randn(1024 * d, 1024, generator=g).half()
     fd = allgather_linear(d, 1, 1024, 1024 * d, dtype=DataType.Half)
     fused = run(test, fd, x, w, **STATEMENTS)
@@ -177,13 +191,15 @@ def test_linear_reduce_scatter_is_not_replayed(test):
         "tiles_a_cta",
     ],
 )
-def test_linear_reduce_scatter_exact(test, dtype, rows, k_local, n):
+def test_linear_reduce_scatter_exact(test, rs_kernel, dtype, rows, k_local, n):
     """Rows per member a multiple of the tile, not one (a tile holding two
     members' rows), fewer than a tile; N not a multiple of the tile; rows
     that would go in 2 and 8 blocks of 650 and 513 rows (blocks sharing
     tiles) where more than one block is sent per member; more tiles than
     the GPU has SMs (128 x 256 tiles in pairs), so that each CTA computes
-    two or more in turn: the cases above have at most one a CTA."""
+    two or more in turn: the cases above have at most one a CTA. The
+    pulled kernel cuts the rows in blocks of at least 512 (at most 8) for
+    its pulls, of 650 and 513 rows in the cases named so."""
     torch_dtype, md_dtype = DTYPES[dtype]
     d = test.size
     g = torch.Generator().manual_seed(17)
@@ -201,12 +217,13 @@ def test_linear_reduce_scatter_exact(test, dtype, rows, k_local, n):
         assert torch.equal(run(test, fd, x, w, **STATEMENTS), out)
 
 
-def test_linear_reduce_scatter_matches_the_ring(test):
-    """M = N = 1024, K = 1024 per member (fp16, random entries): within the
-    ring's distance of float64."""
+def test_linear_reduce_scatter_matches_the_ring(test, rs_kernel):
+    """M = N = 1024 (M the multiple of d below it over three devices), K =
+    1024 per member (fp16, random entries): within the ring's distance of
+    float64."""
     d = test.size
     g = torch.Generator().manual_seed(19)
-    x = torch.randn(1024, 1024 * d, generator=g).half()
+    x = torch.randn(1024 // d * d, 1024 * d, generator=g).half()
     w = torch.randn(1024, 1024 * d, generator=g).half()
     fd = linear_reduce_scatter(d, 1, 1024 * d, 1024, dtype=DataType.Half)
     fused = run(test, fd, x, w, **STATEMENTS)
@@ -232,7 +249,7 @@ def test_linear_reduce_scatter_stream_chunks_keep_the_ring(test):
     assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
 
 
-def test_both_kernels_in_turn(test):
+def test_both_kernels_in_turn(test, rs_kernel):
     """An allgather + linear and a linear + reduce-scatter of the same team,
     called in turn: their statements keep channels of their own."""
     d = test.size

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: MIT
+//
+// GEMM + reduce-scatter in one launch, the partial sums pulled by the
+// members that own them (gemm_reduce_scatter_pulled.h): the first CTAs
+// pull (pull_partials.cuh), the others run CUTLASS's ptr-array cooperative
+// GEMM for sm_90a, one batch a member's rows, with a tile scheduler that
+// counts the peers' blocks stored and makes the epilogue of this member's
+// own rows wait for their pulled sum (its C).
+#include "kernels/gemm_reduce_scatter_pulled.h"
+
+#include <climits>
+
+#include "kernels/pull_partials.cuh"
+#include "kernels/sm90_gemm.cuh"
+
+namespace mdfuser::kernels {
+namespace {
+
+// What the GEMM's tile scheduler counts and waits for.
+struct PulledSteps {
+  // This member's counters, [members · blocks].
+  uint64_t* counters = nullptr;
+  // The pulling CTAs' counts of this member's blocks, [blocks].
+  const uint64_t* summed = nullptr;
+  int64_t rows = 0;
+  int64_t block_rows = 0;
+  int32_t members = 1;
+  int32_t me = 0;
+  int32_t blocks = 1;
+  int32_t pull_ctas = 0;
+  uint64_t call = 0;
+  int32_t* status = nullptr;
+  int64_t timeout_ns = 0;
+};
+
+// The blocks of a member's rows whose rows a tile of the batch holds,
+// [lo, hi]; lo > hi for a tile past the rows.
+CUTLASS_HOST_DEVICE Blocks
+blocksOfBatchTile(const PulledSteps& s, int64_t first_row, int64_t tile_rows) {
+  if (first_row >= s.rows) {
+    return {};
+  }
+  const int64_t end =
+      first_row + tile_rows < s.rows ? first_row + tile_rows : s.rows;
+  return {
+      static_cast<int32_t>(first_row / s.block_rows),
+      static_cast<int32_t>((end - 1) / s.block_rows)};
+}
+
+// The rotated scheduler (not rotated: batch l holds member me + 1 + l's
+// rows, this member's own last), with
+//  - the warp that issues the epilogue's stores counting, per block of a
+//    peer's rows, the tiles whose stores are complete, into this member's
+//    counters, which the peers' pulling CTAs read;
+//  - the epilogue's loading warp waiting, before it reads the C of a tile
+//    of this member's own rows, until the pulling CTAs have stored the sum
+//    of the peers' parts of the tile's blocks.
+class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
+  using Base = sm90::RotatedTileScheduler<PulledSteps>;
+
+ public:
+  using Base::Base;
+
+  template <class ClusterShape>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+    return current();
+  }
+
+  // The ptr-array kernel's C-loading warp fetches the next tile before it
+  // loads the current one's C: that warp waits here for the tile it is
+  // about to load (`current_tile`), never for the next.
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo current_tile) {
+    waitForSum(current_tile);
+    advance_to_next_work();
+    const WorkTileInfo next = current();
+    if (storesTiles()) {
+      count(current_tile, next);
+    }
+    return cute::make_tuple(next, true);
+  }
+
+  template <class Pipeline, class PipelineState>
+  CUTLASS_DEVICE auto fetch_next_work(
+      WorkTileInfo current_tile, Pipeline&, PipelineState) {
+    return fetch_next_work(current_tile);
+  }
+
+ private:
+  // The warp whose lanes issue the epilogue's TMA stores: the first of the
+  // consumer warpgroups (CUTLASS's cooperative epilogue).
+  CUTLASS_DEVICE static bool storesTiles() {
+    return cutlass::canonical_warp_group_idx() == 1 &&
+           cutlass::canonical_warp_idx_sync() % 4 == 0;
+  }
+
+  // The producer warp that loads the epilogue's C (CUTLASS's
+  // ProducerWarpRole::Epilogue).
+  CUTLASS_DEVICE static bool loadsC() {
+    return cutlass::canonical_warp_group_idx() == 0 &&
+           cutlass::canonical_warp_idx_sync() % 4 == 2;
+  }
+
+  CUTLASS_DEVICE bool own(const WorkTileInfo& tile) const {
+    return tile.L_idx == params_.payload.members - 1;
+  }
+
+  CUTLASS_DEVICE Blocks blocksOf(const WorkTileInfo& tile) const {
+    return blocksOfBatchTile(
+        params_.payload,
+        int64_t(tile.M_idx) * params_.tile_rows,
+        params_.tile_rows);
+  }
+
+  CUTLASS_DEVICE void waitForSum(const WorkTileInfo& tile) {
+    if (!tile.is_valid() || !loadsC() || given_up_ || !own(tile)) {
+      return;
+    }
+    const PulledSteps& s = params_.payload;
+    const Blocks held = blocksOf(tile);
+    // Longer than the pulls' own bound, so that a missing peer is what
+    // they report.
+    const uint64_t deadline = pull::now() + 2 * uint64_t(s.timeout_ns);
+    for (int32_t b = held.lo; b <= held.hi; ++b) {
+      if (!pull::waitAtLeast(
+              s.summed + b, s.call * uint64_t(s.pull_ctas), deadline)) {
+        pull::report(s.status, kPullsLate);
+        given_up_ = true;
+        return;
+      }
+    }
+    // The sum was stored through the async proxy; C's TMA loads read it.
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+  }
+
+  // After the epilogue of `finished` (its stores issued), before `next`:
+  // tiles of one peer's blocks are counted together, when the next tile
+  // holds others (or there is none).
+  CUTLASS_DEVICE void count(
+      const WorkTileInfo& finished, const WorkTileInfo& next) {
+    if (finished.is_valid() && !own(finished)) {
+      const Blocks done = blocksOf(finished);
+      if (done.lo <= done.hi) {
+        if (pending_ > 0 &&
+            (finished.L_idx != pending_batch_ || !(done == pending_blocks_))) {
+          flush();
+        }
+        pending_batch_ = finished.L_idx;
+        pending_blocks_ = done;
+        ++pending_;
+      }
+    }
+    if (pending_ > 0 && (!next.is_valid() || next.L_idx != pending_batch_ ||
+                         !(blocksOf(next) == pending_blocks_))) {
+      flush();
+    }
+  }
+
+  // Waits for this warp's stores to complete and adds the pending tiles to
+  // the counters of their blocks.
+  CUTLASS_DEVICE void flush() {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    __syncwarp();
+    if (cute::elect_one_sync()) {
+      // The stores went through the async proxy, to memory the peers read
+      // once they see the count.
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      __threadfence_system();
+      const PulledSteps& s = params_.payload;
+      const int32_t member = (s.me + 1 + pending_batch_) % s.members;
+      for (int32_t b = pending_blocks_.lo; b <= pending_blocks_.hi; ++b) {
+        atomicAdd_system(
+            reinterpret_cast<unsigned long long*>(
+                s.counters + member * s.blocks + b),
+            static_cast<unsigned long long>(pending_));
+      }
+    }
+    __syncwarp();
+    pending_ = 0;
+  }
+
+  int32_t pending_batch_ = -1;
+  Blocks pending_blocks_;
+  int32_t pending_ = 0;
+  bool given_up_ = false;
+};
+
+} // namespace
+} // namespace mdfuser::kernels
+
+namespace cutlass::gemm::kernel::detail {
+// The ptr-array kernel's default scheduler for the tiles this file uses
+// (sm90::ArrayGemm checks that it took): the pulled reduce-scatter's. No
+// other file instantiates the ptr-array kernel.
+template <>
+struct TileSchedulerSelector<
+    void,
+    arch::Sm90,
+    mdfuser::kernels::sm90::LargeTiles,
+    mdfuser::kernels::sm90::PairsAlongM,
+    8,
+    void> {
+  using Scheduler = mdfuser::kernels::PulledTileScheduler;
+};
+} // namespace cutlass::gemm::kernel::detail
+
+namespace mdfuser::kernels {
+namespace {
+
+// 128 × 256 tiles in clusters of two along M, at every size: the pulling
+// CTAs and the GEMM's share one launch of one cluster shape.
+template <class Element>
+using PulledGemm = sm90::ArrayGemm<
+    Element,
+    sm90::LargeTiles,
+    sm90::PairsAlongM,
+    PulledTileScheduler>;
+constexpr int kClusterRows = 2;
+// The pulling CTAs, whole clusters of them: the launch's first grid rows.
+// Where the caller asks for none, eight a peer and at most sixteen, the
+// fastest of 4, 8 and 16 at k = 2048 with two and four members on one H200
+// (benchmarks/kernels/gemm_tiles: each CTA pulls about 25 GB/s).
+int32_t pullCtasOf(const PulledReduceScatterArgs& args) {
+  const int32_t asked = args.pulls.ctas > 0
+                            ? args.pulls.ctas
+                            : cute::min(16, 8 * (args.members - 1));
+  return (asked + kClusterRows - 1) / kClusterRows * kClusterRows;
+}
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kTileCols = 256;
+
+// The pulling CTAs, then CUTLASS's kernel on the others.
+template <class Kernel, class T>
+__global__ void __launch_bounds__(
+    Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
+    pulledGemm(
+        CUTLASS_GRID_CONSTANT typename Kernel::Params const params,
+        CUTLASS_GRID_CONSTANT PulledReduceScatterArgs const args) {
+  extern __shared__ char smem[];
+  const int32_t cta = int32_t(blockIdx.x + blockIdx.y * gridDim.x);
+  if (cta < args.pulls.ctas) {
+    pull::pullPartials<T>(args, cta, smem, Kernel::SharedStorageSize);
+    return;
+  }
+  Kernel kernel;
+  kernel(params, smem);
+}
+
+sm90::Problem problemOf(const PulledReduceScatterArgs& args) {
+  return {
+      args.in, args.weight, args.out, args.rows, args.n, args.k, args.device};
+}
+
+PulledSteps stepsOf(const PulledReduceScatterArgs& args) {
+  PulledSteps s;
+  s.counters = args.counters;
+  s.summed = args.pulls.summed;
+  s.rows = args.rows;
+  s.block_rows = args.blockRows();
+  s.members = args.members;
+  s.me = args.me;
+  s.blocks = args.blocks;
+  s.pull_ctas = pullCtasOf(args);
+  s.call = args.call;
+  s.status = args.status;
+  s.timeout_ns = args.timeout_ns;
+  return s;
+}
+
+// The four pointer arrays, kPulledMaxMembers each, at the start of the
+// workspace; CUTLASS's own workspace after them.
+constexpr size_t kPointerArrayBytes = kPulledMaxMembers * sizeof(void*);
+constexpr size_t kPointerBytes = 4 * kPointerArrayBytes;
+
+// What the batches read and write, passed by value to the kernel that
+// writes the arrays (the output's address changes from call to call).
+struct BatchPointers {
+  const void* a[kPulledMaxMembers];
+  const void* c[kPulledMaxMembers];
+  void* d[kPulledMaxMembers];
+  const void* b;
+  int batches;
+};
+
+__global__ void writeBatchPointers(BatchPointers p, void** arrays) {
+  const int i = threadIdx.x;
+  if (i < p.batches) {
+    arrays[i] = const_cast<void*>(p.a[i]);
+    arrays[kPulledMaxMembers + i] = const_cast<void*>(p.b);
+    arrays[2 * kPulledMaxMembers + i] = const_cast<void*>(p.c[i]);
+    arrays[3 * kPulledMaxMembers + i] = p.d[i];
+  }
+}
+
+// Batch l: member me + 1 + l's rows, into this member's partial sums with
+// zeros added, or, the last, this member's own into `out`, adding the
+// pulled sum.
+BatchPointers batchPointersOf(const PulledReduceScatterArgs& args) {
+  constexpr int64_t kElement = 2; // BFloat16 and Half
+  BatchPointers p{};
+  p.b = args.weight;
+  p.batches = args.members;
+  for (int32_t l = 0; l < args.members; ++l) {
+    const int64_t member = (args.me + 1 + l) % args.members;
+    const int64_t row = member * args.rows;
+    p.a[l] = static_cast<const char*>(args.in) + row * args.k * kElement;
+    if (l + 1 < args.members) {
+      p.c[l] = args.zeros;
+      p.d[l] = static_cast<char*>(args.partials) + row * args.n * kElement;
+    } else {
+      p.c[l] = args.pulls.received;
+      p.d[l] = args.out;
+    }
+  }
+  return p;
+}
+
+template <class Gemm>
+typename Gemm::Pointers pointersIn(void* workspace) {
+  using E =
+      std::remove_pointer_t<std::remove_pointer_t<decltype(Gemm::Pointers::d)>>;
+  char* base = static_cast<char*>(workspace);
+  typename Gemm::Pointers p;
+  p.a = reinterpret_cast<const E**>(base);
+  p.b = reinterpret_cast<const E**>(base + kPointerArrayBytes);
+  p.c = reinterpret_cast<const E**>(base + 2 * kPointerArrayBytes);
+  p.d = reinterpret_cast<E**>(base + 3 * kPointerArrayBytes);
+  return p;
+}
+
+// Calls fn with the GEMM of the dtype (an empty object of its type) and
+// the element type the pulls add.
+template <class Fn>
+auto withPulledGemm(GemmDtype dtype, Fn&& fn) {
+  if (dtype == GemmDtype::kBFloat16) {
+    return fn(PulledGemm<cutlass::bfloat16_t>{}, __nv_bfloat16{});
+  }
+  return fn(PulledGemm<cutlass::half_t>{}, __half{});
+}
+
+} // namespace
+
+std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
+  if (args.members < 2 || args.members > kPulledMaxMembers || args.me < 0 ||
+      args.me >= args.members) {
+    return "the kernel takes teams of 2 to 16 members";
+  }
+  if (args.blocks < 1 || args.blocks > kPulledMaxBlocks ||
+      args.blocks > args.rows ||
+      (args.blocks - 1) * args.blockRows() >= args.rows) {
+    return "each member's rows must fill 1 to 8 blocks";
+  }
+  if (std::string refusal = sm90::problemRefusal(problemOf(args));
+      !refusal.empty()) {
+    return refusal;
+  }
+  if (args.rows * args.members > INT32_MAX) {
+    return "the kernel indexes extents with 32 bits";
+  }
+  if (args.pulls.ctas < 0 || args.pulls.ctas > 32) {
+    return "0 to 32 pulling CTAs";
+  }
+  return "";
+}
+
+void planPulledReduceScatter(PulledReduceScatterArgs& args) {
+  const PulledSteps s = stepsOf(args);
+  const auto tiles_n =
+      static_cast<uint32_t>((args.n + kTileCols - 1) / kTileCols);
+  for (int32_t b = 0; b < kPulledMaxBlocks; ++b) {
+    args.pulls.block_tiles[b] = 0;
+  }
+  for (int64_t first = 0; first < args.rows; first += kTileRows) {
+    const Blocks held = blocksOfBatchTile(s, first, kTileRows);
+    for (int32_t b = held.lo; b <= held.hi; ++b) {
+      args.pulls.block_tiles[b] += tiles_n;
+    }
+  }
+}
+
+size_t pulledReduceScatterWorkspaceBytes(const PulledReduceScatterArgs& args) {
+  return withPulledGemm(args.dtype, [&](auto gemm, auto) {
+    using Gemm = decltype(gemm);
+    static_assert(Gemm::kTileRows == kTileRows && Gemm::kTileCols == kTileCols);
+    static_assert(Gemm::kClusterRows == kClusterRows);
+    return kPointerBytes + Gemm::workspaceBytes(Gemm::arguments(
+                               problemOf(args),
+                               args.members,
+                               typename Gemm::Pointers{},
+                               stepsOf(args)));
+  });
+}
+
+cudaError_t launchPulledReduceScatter(
+    const PulledReduceScatterArgs& args, void* workspace, cudaStream_t stream) {
+  return withPulledGemm(args.dtype, [&](auto gemm, auto element) {
+    using Gemm = decltype(gemm);
+    using Kernel = typename Gemm::Kernel;
+    auto* kernel = &pulledGemm<Kernel, decltype(element)>;
+    const int smem = Kernel::SharedStorageSize;
+    if (const cudaError_t error = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        error != cudaSuccess) {
+      return error;
+    }
+    // Every CTA of the launch must run at once (the GEMM's wait for the
+    // pulls, which wait for the peers' GEMMs): as many clusters as the GPU
+    // holds, the pulling ones among them.
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kClusterRows;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kClusterRows, 1, 1);
+    config.blockDim = Kernel::get_block_shape();
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (const cudaError_t error = cudaOccupancyMaxActiveClusters(
+            &clusters, reinterpret_cast<const void*>(kernel), &config);
+        error != cudaSuccess) {
+      return error;
+    }
+    const int32_t pull_ctas = pullCtasOf(args);
+    const int pull_rows = pull_ctas / kClusterRows;
+    if (clusters <= pull_rows) {
+      return cudaErrorInvalidConfiguration;
+    }
+
+    const BatchPointers batches = batchPointersOf(args);
+    writeBatchPointers<<<1, kPulledMaxMembers, 0, stream>>>(
+        batches, static_cast<void**>(workspace));
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) {
+      return error;
+    }
+    const auto arguments = Gemm::arguments(
+        problemOf(args),
+        args.members,
+        pointersIn<Gemm>(workspace),
+        stepsOf(args),
+        clusters - pull_rows,
+        pull_ctas);
+    typename Gemm::Adapter adapter;
+    if (adapter.can_implement(arguments) != cutlass::Status::kSuccess ||
+        adapter.initialize(
+            arguments, static_cast<char*>(workspace) + kPointerBytes, stream) !=
+            cutlass::Status::kSuccess) {
+      return cudaErrorInvalidValue;
+    }
+    const typename Kernel::Params& params = adapter.params();
+    dim3 grid = Kernel::get_grid_shape(params);
+    grid.y += pull_rows;
+    config.gridDim = grid;
+    PulledReduceScatterArgs pulled = args;
+    pulled.pulls.ctas = pull_ctas;
+    return cudaLaunchKernelEx(&config, kernel, params, pulled);
+  });
+}
+
+} // namespace mdfuser::kernels

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// What the fused matmul statements (fused_matmul.cpp,
+// fused_reduce_scatter.cpp) keep between runs, and the helpers their runs
+// share. Only in builds with the fused kernels.
+
+#if defined(MDFUSER_HAS_CUDA) && defined(MDFUSER_HAS_FUSED_KERNELS)
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <cuda_runtime_api.h>
+
+#include "host_ir/nodes.h"
+#include "ir/errors.h"
+#include "kernels/gemm_dtype.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/cuda_util.h"
+
+namespace mdfuser {
+
+// What a fused statement keeps between runs: its channel of the team's
+// flags, a stream for its moves, and what its kind of kernel keeps.
+struct FusedStatement {
+  FusedStatement() = default;
+  FusedStatement(const FusedStatement&) = delete;
+  FusedStatement& operator=(const FusedStatement&) = delete;
+  ~FusedStatement() {
+    // Work still queued on the stream completes first.
+    if (moves != nullptr) {
+      (void)cudaStreamDestroy(moves);
+    }
+    if (status != nullptr) {
+      (void)cudaFreeHost(status);
+    }
+    (void)cudaGetLastError();
+  }
+
+  int64_t channel = 0;
+  cudaStream_t moves = nullptr;
+  std::vector<int64_t> team;
+  std::string what;
+  // Allgather + GEMM: mapped host memory the kernel writes a missing member
+  // into (made by the first run).
+  int32_t* status = nullptr;
+  // GEMM + reduce-scatter (made by the first run; the statement's key fixes
+  // the shapes): the kernel's partial sums, which the moves read until the
+  // next run's kernel, its tile counters (zero between runs), and the count
+  // each counter reaches.
+  at::Tensor partials;
+  at::Tensor counters;
+  std::vector<uint32_t> tile_counts;
+  // GEMM + reduce-scatter with the partial sums pulled: its calls so far
+  // (the same on every member), the zeros its peers' rows add, the pulled
+  // sum of this member's rows, and the pulls' counts of its blocks.
+  uint64_t calls = 0;
+  at::Tensor zeros;
+  at::Tensor received;
+  at::Tensor summed;
+};
+
+// The fused statements of one backend, by key, kept as long as the backend
+// (CudaBackend::fusedStatements). Channels are handed out in the order
+// statements first run, which is the same on every member.
+class FusedStatements {
+ public:
+  FusedStatement& get(
+      const std::vector<int64_t>& team,
+      const std::string& key,
+      const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = statements_.find(key);
+    if (it != statements_.end()) {
+      return *it->second;
+    }
+    int64_t channel = 0;
+    for (const auto& [k, s] : statements_) {
+      if (s->team == team) {
+        ++channel;
+      }
+    }
+    MDF_USER_CHECK(
+        channel < CudaBackend::kChannels,
+        "a program runs more than ",
+        CudaBackend::kChannels,
+        " fused matmul statements over team ",
+        hir::teamString(team),
+        "; disable them with "
+        "_disable_options=[\"fused_matmul_communication\"]");
+    auto s = std::make_unique<FusedStatement>();
+    s->channel = channel;
+    s->team = team;
+    s->what = what;
+    MDF_CUDA_CHECK(cudaStreamCreateWithFlags(&s->moves, cudaStreamNonBlocking));
+    return *statements_.emplace(key, std::move(s)).first->second;
+  }
+
+  template <class Visit>
+  void forEach(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, s] : statements_) {
+      visit(*s);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<FusedStatement>> statements_;
+};
+
+namespace fused_detail {
+
+// The statement of `key` of `backend`, made by its first run.
+FusedStatement& statementOf(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const std::string& key,
+    const std::string& what);
+
+// The kernels' element type of `t` (BFloat16 or Half; a ValueError naming
+// `what` otherwise).
+kernels::GemmDtype gemmDtype(const at::Tensor& t, const std::string& what);
+
+// This rank's place in `team`.
+int64_t memberIndex(
+    const std::vector<int64_t>& team, int64_t rank, const std::string& what);
+
+// Checks that the operands are contiguous and of one dtype.
+void checkOperands(
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    const std::string& what);
+
+// The word of mapped host memory the statement's kernel reports into, made
+// once.
+void makeStatus(FusedStatement& s);
+
+// Raises the error a previous run's kernel left in `s.status`, once.
+void raiseKernelError(FusedStatement& s, int64_t rank);
+
+// Launches a kernel through `launch(workspace)` with a workspace of
+// `workspace_bytes` on `like`'s device (from the caching allocator, on the
+// current stream, which the kernel runs on).
+template <class Launch>
+void launchKernel(
+    Launch&& launch,
+    size_t workspace_bytes,
+    const at::Tensor& like,
+    const std::string& what,
+    const char* kernel) {
+  at::Tensor workspace;
+  if (workspace_bytes > 0) {
+    workspace = at::empty(
+        {static_cast<int64_t>(workspace_bytes)},
+        like.options().dtype(at::kByte));
+  }
+  const cudaError_t launched =
+      launch(workspace_bytes > 0 ? workspace.data_ptr() : nullptr);
+  MDF_CHECK(
+      launched == cudaSuccess,
+      what,
+      ": the ",
+      kernel,
+      " kernel failed to launch: ",
+      cudaGetErrorString(launched));
+}
+
+} // namespace fused_detail
+
+} // namespace mdfuser
+
+#endif
