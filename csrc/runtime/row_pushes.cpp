@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 //
 // The CUDA backend's moves for the fused matmul kernels
-// (runtime/fused_matmul.cpp): rows pushed into the peers' symmetric
-// buffers as their handshakes and counters allow, and the arrival flags
-// that say they are there.
+// (runtime/fused_matmul.cpp, fused_reduce_scatter.cpp): rows pushed into the
+// peers' symmetric buffers as their handshakes and counters allow, the
+// arrival flags that say they are there, and the watch over kernels that
+// wait for their peers themselves.
 #include <algorithm>
 #include <utility>
 
