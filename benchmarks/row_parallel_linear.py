@@ -185,6 +185,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write the results here (rank 0)")
     p.add_argument("--trace", metavar="DIR", help="write DIR/trace_rank<r>.json")
     p.add_argument(
+        "--trace-chunks",
+        help="the s of the traces, comma list (default: the largest of --chunks); "
+        "with several, the files are named trace_s<s>_rank<r>.json",
+    )
+    p.add_argument(
         "--sm-carveout",
         type=int,
         default=0,
@@ -207,6 +212,11 @@ def parse_args() -> argparse.Namespace:
     args.tokens = args.tokens or (256 if small else 8192)
     if min(args.chunks) < 1 or args.iters < 1 or args.warmup < 0:
         p.error("--chunks must be positive, --iters >= 1 and --warmup >= 0")
+    args.trace_chunks = (
+        [int(c) for c in args.trace_chunks.split(",")] if args.trace_chunks else [max(args.chunks)]
+    )
+    if not set(args.trace_chunks) <= set(args.chunks):
+        p.error(f"--trace-chunks {args.trace_chunks} must be among --chunks {args.chunks}")
     return args
 
 
@@ -246,10 +256,11 @@ def add_torch_streams_ratio(results: list[Result]) -> None:
 
 
 def write_trace(
-    fd, inputs, directory: str, rank: int, timer: Timer, variant: str, **kwargs
+    fd, inputs, directory: str, rank: int, timer: Timer, variant: str, tag: str = "", **kwargs
 ) -> None:
-    """DIR/trace_rank<r>.json (the default schedule) or
-    DIR/trace_<variant>_rank<r>.json: one execute under torch's profiler."""
+    """DIR/trace<tag>_rank<r>.json (the default schedule) or
+    DIR/trace_<variant><tag>_rank<r>.json: one execute under torch's
+    profiler."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if timer.cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -265,7 +276,7 @@ def write_trace(
         fd.execute(inputs, **kwargs)
         timer.sync()
     name = "trace" if variant == "mdfuser" else f"trace_{variant}"
-    prof.export_chrome_trace(os.path.join(directory, f"{name}_rank{rank}.json"))
+    prof.export_chrome_trace(os.path.join(directory, f"{name}{tag}_rank{rank}.json"))
 
 
 def main() -> None:
@@ -371,16 +382,17 @@ def main() -> None:
             for k, v in mdfuser_variants.items()
             if k in ("mdfuser_nccl", "mdfuser_cuda_graph", "mdfuser_cuda_graph_first")
         }
-        for variant, kwargs in traced.items():
-            fd = fds[max(args.chunks)]
-            write_trace(fd, [inp, w], args.trace, rank, timer, variant, **kwargs)
+        for s in args.trace_chunks:
+            tag = f"_s{s}" if len(args.trace_chunks) > 1 else ""
+            for variant, kwargs in traced.items():
+                write_trace(fds[s], [inp, w], args.trace, rank, timer, variant, tag, **kwargs)
 
     if rank == 0:
         print_results(results, "CUDA events" if cuda else "time.perf_counter (CPU, Gloo)")
         if args.json:
             write_json(args.json, results)
         if args.trace:
-            print(f"wrote {args.trace}/trace*_rank<r>.json (s={max(args.chunks)})")
+            print(f"wrote {args.trace}/trace*_rank<r>.json (s = {args.trace_chunks})")
     timer.sync()
     dist.destroy_process_group()
 

@@ -307,12 +307,18 @@ if [ "$SKIP_BENCH" -eq 0 ]; then
   done
   for n in $WORLD_SIZES; do
     [ "$NGPU" -ge "$n" ] || continue
-    # Profiler traces of the largest world size only.
+    # Profiler traces of the largest world size only, at the chunk counts
+    # the default runs best at, and their summaries in the log (which comes
+    # back even where the traces are too large to).
     trace=()
-    [ "$n" -ne "$largest" ] || trace=(--trace "$TRACES/d$n")
-    step "bench_d$n" 300 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
+    [ "$n" -ne "$largest" ] || trace=(--trace "$TRACES/d$n" --trace-chunks 1,2,4)
+    step "bench_d$n" 360 torchrun --nproc-per-node "$n" --master-port $((29500 + n)) \
       benchmarks/row_parallel_linear.py -H "$H" -t "$T" --chunks 1,2,4,8 \
       --json "$RESULTS/row_parallel_linear_d$n.json" "${trace[@]}"
+    if [ "$n" -eq "$largest" ]; then
+      step "trace_summary_d$n" 60 bash -c \
+        "$PYTHON benchmarks/trace_summary.py $TRACES/d$n/*rank0.json"
+    fi
     # The overlap benchmarks as pytest-benchmark tests, launched as
     # nvFuser's multidevice tests are (--only-mpi); their JSON in results/.
     step "pytest_benchmarks_torchrun_$n" 300 torchrun --nproc-per-node "$n" \

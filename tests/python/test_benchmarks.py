@@ -104,3 +104,59 @@ def test_agreement_on_cpu(tmp_path):
         assert r["world_size"] == 2 and r["iters"] == 20 and r["median_us"] > 0
         # No comparison leaves a key behind in the store.
         assert r["store_keys_per_call"] <= 0.1
+
+
+def test_row_parallel_linear_traces_each_chunk_count_asked_for(tmp_path):
+    traces = tmp_path / "traces"
+    args = ["--device", "cpu", "--hidden", "64", "--tokens", "64", "--chunks", "1,2"]
+    args += ["--iters", "1", "--warmup", "0", "--trace", str(traces), "--trace-chunks", "1,2"]
+    run_benchmark("row_parallel_linear", args)
+    names = sorted(p.name for p in traces.iterdir())
+    assert names == [f"trace_s{s}_rank{r}.json" for s in (1, 2) for r in (0, 1)], names
+
+
+def _kernel(name: str, start: float, dur: float, stream: int, cat: str = "kernel") -> dict:
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "ts": start,
+        "dur": dur,
+        "args": {"stream": stream},
+    }
+
+
+def test_trace_summary_of_a_call_between_two_meetings(tmp_path):
+    """Two GEMMs overlapping by 5 us, a peer copy after the last, a local SM
+    copy; the benchmark's meetings (a fill and an NCCL all-reduce) before
+    and after the call are left out."""
+    events = [
+        _kernel("void at::native::vectorized_elementwise_kernel<FillFunctor>", 0, 1, 7),
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2, 8, 7),
+        _kernel("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_TNT", 10, 20, 20),
+        _kernel("nvjet_sm90_tst_128x128_64x6_2x1_v_badd_TNT", 25, 20, 21),
+        _kernel("Memcpy PtoP (Device -> Device)", 30, 25, 22, cat="gpu_memcpy"),
+        _kernel("memcpy128", 50, 10, 20),
+        _kernel("void at::native::vectorized_elementwise_kernel<FillFunctor>", 90, 1, 7),
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100, 8, 7),
+    ]
+    path = tmp_path / "trace_rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    import sys
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import trace_summary
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    lines = trace_summary.summarize(str(path))
+    assert lines[0].endswith("the call 0.050 ms of device time, 4 events"), lines
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:-1]}
+    # kind: count, sum, union, at once
+    assert rows["gemm"] == ["2", "0.040", "0.035", "1.14"], rows
+    assert rows["peer"] == ["copy", "1", "0.025", "0.025", "1.00"], rows
+    assert rows["local"] == ["copy", "1", "0.010", "0.010", "1.00"], rows
+    assert lines[-1] == (
+        "  before the first GEMM 0.000 ms; after the last 0.015 ms, "
+        "peer copies running 0.010 ms of it"
+    ), lines
