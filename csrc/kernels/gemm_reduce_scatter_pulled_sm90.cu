@@ -119,7 +119,7 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
     const Blocks held = blocksOf(tile);
     // Longer than the pulls' own bound, so that a missing peer is what
     // they report.
-    const uint64_t deadline = pull::now() + 2 * uint64_t(s.timeout_ns);
+    const uint64_t deadline = sm90::globalTimer() + 2 * uint64_t(s.timeout_ns);
     for (int32_t b = held.lo; b <= held.hi; ++b) {
       if (!pull::waitAtLeast(
               s.summed + b, s.call * uint64_t(s.pull_ctas), deadline)) {

@@ -18,15 +18,9 @@
 
 #include "kernels/gemm_reduce_scatter_pulled.h"
 #include "kernels/packs.cuh"
+#include "kernels/sm90_gemm.cuh"
 
 namespace mdfuser::kernels::pull {
-
-// The global timer, in nanoseconds.
-__device__ inline uint64_t now() {
-  uint64_t t = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ inline uint64_t loadAcquire(const uint64_t* word) {
   uint64_t value = 0;
@@ -48,7 +42,7 @@ __device__ inline void report(int32_t* status, int32_t code) {
 __device__ inline bool waitAtLeast(
     const uint64_t* word, uint64_t value, uint64_t deadline) {
   while (loadAcquire(word) < value) {
-    if (now() > deadline) {
+    if (sm90::globalTimer() > deadline) {
       return false;
     }
     __nanosleep(128);
@@ -106,7 +100,7 @@ __device__ void pullPartials(
   const bool takes_part = adds || threadIdx.x == 0;
 
   const int64_t row_bytes = args.n * 2;
-  const uint64_t deadline = now() + uint64_t(args.timeout_ns);
+  const uint64_t deadline = sm90::globalTimer() + uint64_t(args.timeout_ns);
   bool given_up = false;
   // Pieces issued and stored over all blocks, for the stages' phases.
   uint32_t issued = 0;

@@ -194,6 +194,18 @@ struct TileSchedulerSelector<
 
 namespace mdfuser::kernels::sm90 {
 
+// The GPU the kernel runs on, for CUTLASS: its SMs, and at most
+// `max_clusters` clusters at once (0: as many as CUTLASS reckons fit).
+inline cutlass::KernelHardwareInfo hardwareOf(
+    int device, int max_clusters = 0) {
+  cutlass::KernelHardwareInfo hw_info;
+  hw_info.device_id = device;
+  hw_info.sm_count =
+      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+  hw_info.max_active_clusters = max_clusters;
+  return hw_info;
+}
+
 // How the two consumer warpgroups share the tiles. Cooperative: both work on
 // each tile, half of its rows each, and write it out together. Ping-pong:
 // each works on a tile of its own, the two taking turns on the tensor
@@ -281,11 +293,6 @@ struct Gemm {
     using StrideA = typename Kernel::StrideA;
     using StrideB = typename Kernel::StrideB;
     using StrideD = typename Kernel::StrideD;
-    cutlass::KernelHardwareInfo hw_info;
-    hw_info.device_id = problem.device;
-    hw_info.sm_count =
-        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-            problem.device);
     typename Adapter::Arguments arguments{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},
@@ -298,7 +305,7 @@ struct Gemm {
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1}),
          static_cast<Element*>(problem.d),
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
-        hw_info};
+        hardwareOf(problem.device)};
     auto& scheduler = arguments.scheduler;
     // Along N: a CTA's consecutive tiles share rows, which arrive (or are
     // finished and sent) member by member.
@@ -420,12 +427,6 @@ struct ArrayGemm {
     using StrideB = typename Kernel::StrideB;
     using StrideC = typename Kernel::StrideC;
     using StrideD = typename Kernel::StrideD;
-    cutlass::KernelHardwareInfo hw_info;
-    hw_info.device_id = problem.device;
-    hw_info.sm_count =
-        cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-            problem.device);
-    hw_info.max_active_clusters = max_clusters;
     typename Adapter::Arguments arguments{
         cutlass::gemm::GemmUniversalMode::kArray,
         {{m, n, k, batches}},
@@ -438,7 +439,7 @@ struct ArrayGemm {
          cutlass::make_cute_packed_stride(StrideC{}, {m, n, 1}),
          pointers.d,
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
-        hw_info};
+        hardwareOf(problem.device, max_clusters)};
     auto& scheduler = arguments.scheduler;
     // Along N: a CTA's consecutive tiles share rows, so that it crosses
     // from one block of rows to the next as few times as it can.
