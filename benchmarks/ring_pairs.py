@@ -14,7 +14,7 @@ copy engines, statement by statement), mdfuser_graph and mdfuser_cuda_graph
 mdfuser_fused (the allgather + GEMM and GEMM + reduce-scatter kernels of
 sm_90a, _enable_options=["fused_matmul_communication"]),
 mdfuser_fused_pulled (linear_rs only: the GEMM + reduce-scatter kernel whose
-owners pull the partial sums, MDFUSER_FUSED_RS_PULLED=1), torch_fused
+owners pull the partial sums, "fused_reduce_scatter_pulls" enabled too), torch_fused
 (PyTorch's async-TP ops),
 torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
 
@@ -237,27 +237,6 @@ def symmetric_memory_group() -> str:
     return name
 
 
-# A variant's environment, which the runtime reads at each call: under this
-# key of its keyword arguments, set around each execute (execute_variant).
-ENV = "env"
-
-
-def execute_variant(fd, inputs, kwargs: dict):
-    """fd.execute(inputs) with a variant's keyword arguments, its ENV set
-    for the call."""
-    env = kwargs.get(ENV, {})
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
-        return fd.execute(inputs, **{k: v for k, v in kwargs.items() if k != ENV})
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def pulls_apply(pair, variant: str) -> bool:
     """Whether `variant` runs for `pair`: mdfuser_fused_pulled only for
     linear_rs (the allgather's kernel is mdfuser_fused's)."""
@@ -278,8 +257,9 @@ def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str
             "backend": CommunicatorBackend.cuda,
             "_enable_options": [FUSED],
         }
-        runnable["mdfuser_fused_pulled"] = runnable["mdfuser_fused"] | {
-            ENV: {"MDFUSER_FUSED_RS_PULLED": "1"}
+        runnable["mdfuser_fused_pulled"] = {
+            "backend": CommunicatorBackend.cuda,
+            "_enable_options": [FUSED, "fused_reduce_scatter_pulls"],
         }
     elif cuda and d > 1:
         skipped["mdfuser_fused"] = "the fused kernel is built for sm_90a (Hopper)"
@@ -396,12 +376,12 @@ class Bench:
             if not pulls_apply(pair, variant):
                 continue
             fd = pair.define(s)
-            execute_variant(fd, pair.inputs[s], kwargs)
+            fd.execute(pair.inputs[s], **kwargs)
             self.timer.sync()
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", ".*Profiler clears events")
                 with PythonProfiler() as prof:
-                    execute_variant(fd, pair.inputs[s], kwargs)
+                    fd.execute(pair.inputs[s], **kwargs)
                     self.timer.sync()
             if self.rank == 0:
                 print_statements(f"{pair.name} {variant} s={s}", prof.profile)
@@ -424,7 +404,7 @@ class Bench:
                 runs.append(
                     (
                         f"{variant} s=1",
-                        lambda fd=fused, kw=kwargs: execute_variant(fd, pair.inputs[1], kw),
+                        lambda fd=fused, kw=kwargs: fd.execute(pair.inputs[1], **kw),
                     )
                 )
         activities = [torch.profiler.ProfilerActivity.CUDA]
@@ -465,7 +445,7 @@ class Bench:
                 if not pulls_apply(pair, variant):
                     continue
                 fd = first if variant == "mdfuser" else pair.define(s)
-                run = lambda fd=fd, i=inputs, kw=kwargs: execute_variant(fd, i, kw)[0]  # noqa: E731
+                run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
                 asked = kwargs.get("_enable_options", [])
                 # mdfuser failing is a bug: it ends the run, not skips a row.
                 out = run()

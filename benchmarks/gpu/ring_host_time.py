@@ -9,8 +9,11 @@ time of a call, what bounds the k = 2048 ring pairs on two H200s
 For each pair of ring_pairs.py at h = t = 8192 and --k (default 2048), and
 the row-parallel linear + allreduce at the balanced shape of
 row_parallel_linear.py (h = 1024, t = 65536), and each s: `mdfuser_cuda`
-(the statements one by one) and `mdfuser_cuda_graph` (the cuda_graph
-option), checked equal bit for bit, then --iters calls of each taking
+(the statements one by one, cuda_graph disabled) and `mdfuser_cuda_graph`
+(the cuda_graph option); on Hopper also `linear_rs_pulled`, the linear +
+reduce-scatter as the fused kernel that pulls the partial sums (s = 1, the
+one statement, fused_reduce_scatter_pulls), the same two ways; checked
+equal bit for bit, then --iters calls of each taking
 turns, each call started on an idle GPU, the ranks issuing theirs one
 after the other (a rank's host time is taken while the other's host is
 idle; its GPU work waits for the peer's meanwhile); prints rank 0's
@@ -53,6 +56,7 @@ from mdfuser import CommunicatorBackend, DataType, PythonProfiler  # noqa: E402
 from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
 
 CUDA = CommunicatorBackend.cuda
+PULLS = ["fused_matmul_communication", "fused_reduce_scatter_pulls"]
 COLUMNS = ["pair", "s", "statements", "cuda_us", "cuda_graph_us", "ratio"]
 WIDTHS = [20, 3, 11, 10, 14, 7]
 
@@ -79,7 +83,7 @@ def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
     elif name == "ag_linear":
         make = lambda: allgather_linear(d, s, k, 4 * h, dtype=DataType.BFloat16)  # noqa: E731
         full = [torch.randn(t, k, generator=g), torch.randn(4 * h, k, generator=g)]
-    else:
+    else:  # linear_rs, linear_rs_pulled
         make = lambda: linear_reduce_scatter(d, s, d * k, h, dtype=DataType.BFloat16)  # noqa: E731
         full = [torch.randn(t, d * k, generator=g), torch.randn(h, d * k, generator=g)]
     fds = make(), make()  # one fusion per variant
@@ -88,6 +92,20 @@ def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
         for x, tv in zip(full, fds[0].fusion.inputs())
     ]
     return fds, inputs
+
+
+def variants(name: str) -> tuple[dict, dict]:
+    """execute's options of `name`'s two variants: its statements one by
+    one, and replayed as CUDA graphs."""
+    if name == "linear_rs_pulled":
+        return (
+            {"backend": CUDA, "_enable_options": PULLS, "_disable_options": ["cuda_graph"]},
+            {"backend": CUDA, "_enable_options": [*PULLS, "cuda_graph"]},
+        )
+    return (
+        {"backend": CUDA, "_disable_options": ["cuda_graph"]},
+        {"backend": CUDA, "_enable_options": ["cuda_graph"]},
+    )
 
 
 def host_breakdown(run, calls: int) -> list[list[str]]:
@@ -130,17 +148,23 @@ def main() -> None:
     torch.cuda.set_device(device)
     rows, results = [], []
     info = run_info(device)
-    for name in ("ag_linear", "linear_rs", "row_parallel_linear"):
+    names = ["ag_linear", "linear_rs", "row_parallel_linear"]
+    if torch.cuda.get_device_capability(device) == (9, 0):
+        names.append("linear_rs_pulled")
+    for name in names:
         # The row-parallel linear at its balanced shape (doc/benchmarks.md).
         h, t = (1024, 65536) if name == "row_parallel_linear" else (8192, 8192)
-        for s in (int(c) for c in args.chunks.split(",")):
+        # The fused statement is made outside Stream loops only.
+        chunks = [1] if name == "linear_rs_pulled" else args.chunks.split(",")
+        for s in (int(c) for c in chunks):
             (eager_fd, graph_fd), inputs = pair_inputs(name, d, s, h, t, args.k, device)
+            statements_options, graph_options = variants(name)
 
-            def eager(fd=eager_fd, i=inputs):
-                return fd.execute(i, backend=CUDA)
+            def eager(fd=eager_fd, i=inputs, o=statements_options):
+                return fd.execute(i, **o)
 
-            def graphed(fd=graph_fd, i=inputs):
-                return fd.execute(i, backend=CUDA, _enable_options=["cuda_graph"])
+            def graphed(fd=graph_fd, i=inputs, o=graph_options):
+                return fd.execute(i, **o)
 
             for _ in range(3):
                 expected, got = eager()[0], graphed()[0]

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -342,10 +343,8 @@ void benchPulled(int iters, std::vector<std::string>& json) {
       peers.push_back(at::randn({c.rows, c.n}, options));
     }
     kernels::PulledReduceScatterArgs args;
-    args.in = in.data_ptr();
-    args.weight = w.data_ptr();
-    args.out = out.data_ptr();
-    args.partials = partials.data_ptr();
+    // Both halves in one buffer: no peer reads them here.
+    args.partials[0] = args.partials[1] = partials.data_ptr();
     args.zeros = zeros.data_ptr();
     args.rows = c.rows;
     args.n = c.n;
@@ -360,9 +359,12 @@ void benchPulled(int iters, std::vector<std::string>& json) {
         at::full({args.blocks}, int64_t(1) << 62, options.dtype(at::kLong));
     const at::Tensor summed =
         at::zeros({args.blocks}, options.dtype(at::kLong));
+    const at::Tensor calls = at::zeros({1}, options.dtype(at::kLong));
     args.counters = static_cast<uint64_t*>(counters.data_ptr());
+    args.calls = static_cast<uint64_t*>(calls.data_ptr());
     for (int32_t p = 1; p < c.members; ++p) {
-      args.pulls.sources[p] = peers[p - 1].data_ptr();
+      args.pulls.sources[0][p] = args.pulls.sources[1][p] =
+          peers[p - 1].data_ptr();
       args.pulls.source_counts[p] =
           static_cast<const uint64_t*>(done.data_ptr());
     }
@@ -387,15 +389,18 @@ void benchPulled(int iters, std::vector<std::string>& json) {
         options.dtype(at::kByte));
     for (const int32_t ctas : {4, 8, 16}) {
       args.pulls.ctas = ctas;
-      uint64_t call = 0;
       *static_cast<int32_t*>(status) = 0;
       (void)summed.zero_();
+      (void)calls.zero_();
+      cudaError_t prepared = cudaSuccess;
+      const std::unique_ptr<kernels::PulledReduceScatterLaunch> launch =
+          kernels::preparePulledReduceScatter(
+              args, workspace.data_ptr(), stream, &prepared);
+      check(prepared, "preparePulledReduceScatter");
       auto pulled = [&] {
-        args.call = ++call;
         check(
-            kernels::launchPulledReduceScatter(
-                args, workspace.data_ptr(), stream),
-            "launchPulledReduceScatter");
+            launch->launch(in.data_ptr(), w.data_ptr(), out.data_ptr(), stream),
+            "PulledReduceScatterLaunch::launch");
       };
       pulled();
       at::Tensor expected =

@@ -47,10 +47,10 @@ TensorView* FusedMatmulCommunication::out() const {
 }
 
 std::string FusedMatmulCommunication::toString() const {
-  // The only kernels so far: Hopper's (sm_90a).
   return out()->toString() + " = " + std::string(opName()) + "(" +
          in()->toString() + ", " + weight()->toString() +
-         ", team=" + teamString(team_) + ", kernel=sm90)";
+         ", team=" + teamString(team_) +
+         ", kernel=" + std::string(kernelName()) + ")";
 }
 
 AllgatherLinear::AllgatherLinear(
@@ -75,6 +75,7 @@ LinearReduceScatter::LinearReduceScatter(
     TensorView* in,
     TensorView* weight,
     TensorView* out,
+    bool pulls,
     int64_t axis)
     : FusedMatmulCommunication(
           container,
@@ -83,6 +84,7 @@ LinearReduceScatter::LinearReduceScatter(
           in,
           weight,
           out,
-          axis) {}
+          axis),
+      pulls_(pulls) {}
 
 } // namespace mdfuser::hir

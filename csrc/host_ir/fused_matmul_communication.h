@@ -32,6 +32,11 @@ class FusedMatmulCommunication : public HostExpr {
   }
   // The pair in words, for messages: "allgather + linear".
   virtual std::string_view pairName() const = 0;
+  // The kernel that computes it: "sm90" (Hopper's), or, for a
+  // LinearReduceScatter whose members pull the partial sums, "sm90_pulls".
+  virtual std::string_view kernelName() const {
+    return "sm90";
+  }
 
   // "T5 = AllgatherLinear(T0, T1, team=(0 1), kernel=sm90)"
   std::string toString() const override;
@@ -77,8 +82,11 @@ class AllgatherLinear : public FusedMatmulCommunication {
 // out = reduce_scatter(linear(in, weight)) over `team` along the rows:
 // `in` [M, K] and `weight` [N, K] hold this device's part of K, `out`
 // [M / d, N] its rows of the sum. The kernel computes the peers' rows
-// first and sends each peer its partial sum as soon as it is finished,
-// while it computes the next.
+// first and sends each peer its partial sum as soon as it is finished
+// (copy engines), while it computes the next; or, with `pulls`, each
+// member's pulling CTAs read the peers' partial sums of its rows as they
+// are stored, and the kernel adds them to its own (no copy engine: a CUDA
+// graph can replay it).
 class LinearReduceScatter : public FusedMatmulCommunication {
  public:
   LinearReduceScatter(
@@ -87,7 +95,15 @@ class LinearReduceScatter : public FusedMatmulCommunication {
       TensorView* in,
       TensorView* weight,
       TensorView* out,
+      bool pulls = false,
       int64_t axis = 0);
+
+  bool pulls() const {
+    return pulls_;
+  }
+  std::string_view kernelName() const override {
+    return pulls_ ? "sm90_pulls" : "sm90";
+  }
 
   std::string_view opName() const override {
     return "LinearReduceScatter";
@@ -95,6 +111,9 @@ class LinearReduceScatter : public FusedMatmulCommunication {
   std::string_view pairName() const override {
     return "linear + reduce-scatter";
   }
+
+ private:
+  bool pulls_;
 };
 
 } // namespace mdfuser::hir

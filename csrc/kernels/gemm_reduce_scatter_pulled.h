@@ -21,9 +21,14 @@
 // Counters only grow: call c of a statement waits for c times a block's
 // count, so nothing is cleared between calls. `partials` alternates
 // between two halves by call, so that a call never writes what a peer may
-// still read from the call before.
+// still read from the call before. The call's number is in device memory,
+// raised by a small kernel before each launch: nothing of a call is known
+// only to the host, so that a CUDA graph can replay the launches, and the
+// launch is prepared once for all of a statement's calls
+// (preparePulledReduceScatter).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -39,9 +44,9 @@ constexpr int kPulledMaxBlocks = 8;
 
 // What the pulling CTAs read and write.
 struct Pulls {
-  // Member p's partial sums of this member's rows, [rows, n] (member p's
-  // `partials` of this call, mapped here); unused at `me`.
-  const void* sources[kPulledMaxMembers] = {};
+  // Member p's partial sums of this member's rows, [rows, n], in each of
+  // its two halves of `partials` (mapped here); unused at `me`.
+  const void* sources[2][kPulledMaxMembers] = {};
   // Member p's counters of this member's blocks (mapped here): block b's
   // at [b].
   const uint64_t* source_counts[kPulledMaxMembers] = {};
@@ -57,16 +62,14 @@ struct Pulls {
   int32_t ctas = 0;
 };
 
+// What stays from call to call of one statement: the shapes, buffers and
+// counters. Each call names its operands (PulledReduceScatterLaunch).
 struct PulledReduceScatterArgs {
   GemmDtype dtype = GemmDtype::kBFloat16;
-  // in[members · rows, k] (member p's rows from p · rows on), weight[n, k],
-  // out[rows, n], all row-major.
-  const void* in = nullptr;
-  const void* weight = nullptr;
-  void* out = nullptr;
   // This member's partial sums of every member's rows, [members · rows, n]
-  // (its own rows' part unused), this call's half; symmetric memory.
-  void* partials = nullptr;
+  // (its own rows' part unused), in two halves, call c writing half c % 2;
+  // symmetric memory.
+  void* partials[2] = {};
   // Zeros, [rows, n]: what the peers' rows add in their epilogue.
   const void* zeros = nullptr;
   // This member's counters, one per (member, block) at member · blocks +
@@ -81,8 +84,10 @@ struct PulledReduceScatterArgs {
   // Blocks of rows per member (at most kPulledMaxBlocks), each of
   // blockRows() rows, the last fewer.
   int32_t blocks = 1;
-  // The statement's calls so far, this one included: 1, 2, ...
-  uint64_t call = 0;
+  // The statement's calls so far, this one included once it runs (device
+  // memory, zero before the first call): each launch raises it before the
+  // kernel.
+  uint64_t* calls = nullptr;
   // Mapped host memory: 0, or what the kernel gave up waiting for (see
   // below); its output is then wrong.
   int32_t* status = nullptr;
@@ -109,10 +114,34 @@ std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args);
 // args.pulls.block_tiles.
 void planPulledReduceScatter(PulledReduceScatterArgs& args);
 
-// Launches the kernel on `stream`. `workspace` must hold
-// pulledReduceScatterWorkspaceBytes(args) bytes of device memory.
+// The launches of one statement, prepared once: CUTLASS's parameters, the
+// grid (as many clusters as the GPU holds at once), the kernel's
+// attributes. What is left for a call is two launches.
+class PulledReduceScatterLaunch {
+ public:
+  virtual ~PulledReduceScatterLaunch() = default;
+
+  // Posts the next call on `stream`: a one-block kernel that raises the
+  // calls' count and writes the GEMM's pointers, then the kernel.
+  // in[members · rows, k] (member p's rows from p · rows on), weight[n, k],
+  // out[rows, n], all row-major.
+  virtual cudaError_t launch(
+      const void* in,
+      const void* weight,
+      void* out,
+      cudaStream_t stream) const = 0;
+};
+
+// Prepares the launches of `args` (planned by planPulledReduceScatter),
+// with `workspace`, pulledReduceScatterWorkspaceBytes(args) bytes of
+// device memory that stays as long as the launches. Null, with *error
+// set, where they cannot run: cudaErrorInvalidConfiguration where the GPU
+// cannot hold the pulling CTAs and a cluster of the GEMM's at once.
 size_t pulledReduceScatterWorkspaceBytes(const PulledReduceScatterArgs& args);
-cudaError_t launchPulledReduceScatter(
-    const PulledReduceScatterArgs& args, void* workspace, cudaStream_t stream);
+std::unique_ptr<PulledReduceScatterLaunch> preparePulledReduceScatter(
+    const PulledReduceScatterArgs& args,
+    void* workspace,
+    cudaStream_t stream,
+    cudaError_t* error);
 
 } // namespace mdfuser::kernels

@@ -9,6 +9,7 @@
 #include "kernels/gemm_reduce_scatter_pulled.h"
 
 #include <climits>
+#include <memory>
 
 #include "kernels/pull_partials.cuh"
 #include "kernels/sm90_gemm.cuh"
@@ -28,7 +29,8 @@ struct PulledSteps {
   int32_t me = 0;
   int32_t blocks = 1;
   int32_t pull_ctas = 0;
-  uint64_t call = 0;
+  // The call's number (device memory, raised before the kernel).
+  const uint64_t* calls = nullptr;
   int32_t* status = nullptr;
   int64_t timeout_ns = 0;
 };
@@ -120,9 +122,10 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
     // Longer than the pulls' own bound, so that a missing peer is what
     // they report.
     const uint64_t deadline = sm90::globalTimer() + 2 * uint64_t(s.timeout_ns);
+    const uint64_t call = *s.calls;
     for (int32_t b = held.lo; b <= held.hi; ++b) {
       if (!pull::waitAtLeast(
-              s.summed + b, s.call * uint64_t(s.pull_ctas), deadline)) {
+              s.summed + b, call * uint64_t(s.pull_ctas), deadline)) {
         pull::report(s.status, kPullsLate);
         given_up_ = true;
         return;
@@ -245,9 +248,9 @@ __global__ void __launch_bounds__(
   kernel(params, smem);
 }
 
+// The shape of one batch (its pointers are the arrays').
 sm90::Problem problemOf(const PulledReduceScatterArgs& args) {
-  return {
-      args.in, args.weight, args.out, args.rows, args.n, args.k, args.device};
+  return {nullptr, nullptr, nullptr, args.rows, args.n, args.k, args.device};
 }
 
 PulledSteps stepsOf(const PulledReduceScatterArgs& args) {
@@ -260,7 +263,7 @@ PulledSteps stepsOf(const PulledReduceScatterArgs& args) {
   s.me = args.me;
   s.blocks = args.blocks;
   s.pull_ctas = pullCtasOf(args);
-  s.call = args.call;
+  s.calls = args.calls;
   s.status = args.status;
   s.timeout_ns = args.timeout_ns;
   return s;
@@ -271,45 +274,57 @@ PulledSteps stepsOf(const PulledReduceScatterArgs& args) {
 constexpr size_t kPointerArrayBytes = kPulledMaxMembers * sizeof(void*);
 constexpr size_t kPointerBytes = 4 * kPointerArrayBytes;
 
-// What the batches read and write, passed by value to the kernel that
-// writes the arrays (the output's address changes from call to call).
+// What the batches of a call read and write, passed by value to the
+// kernel that writes the arrays (the operands' addresses change from call
+// to call, the partial sums' half with the call's number).
 struct BatchPointers {
   const void* a[kPulledMaxMembers];
   const void* c[kPulledMaxMembers];
-  void* d[kPulledMaxMembers];
+  void* d[2][kPulledMaxMembers];
   const void* b;
   int batches;
 };
 
-__global__ void writeBatchPointers(BatchPointers p, void** arrays) {
+// Begins a call: raises the calls' count, then writes the batches'
+// pointers of the call, whose partial sums go to half call % 2.
+__global__ void beginCall(BatchPointers p, void** arrays, uint64_t* calls) {
   const int i = threadIdx.x;
+  const uint64_t call = *calls + 1;
+  __syncthreads();
+  if (i == 0) {
+    *calls = call;
+  }
   if (i < p.batches) {
     arrays[i] = const_cast<void*>(p.a[i]);
     arrays[kPulledMaxMembers + i] = const_cast<void*>(p.b);
     arrays[2 * kPulledMaxMembers + i] = const_cast<void*>(p.c[i]);
-    arrays[3 * kPulledMaxMembers + i] = p.d[i];
+    arrays[3 * kPulledMaxMembers + i] = p.d[call % 2][i];
   }
 }
 
 // Batch l: member me + 1 + l's rows, into this member's partial sums with
 // zeros added, or, the last, this member's own into `out`, adding the
 // pulled sum.
-BatchPointers batchPointersOf(const PulledReduceScatterArgs& args) {
+BatchPointers batchPointersOf(
+    const PulledReduceScatterArgs& args,
+    const void* in,
+    const void* weight,
+    void* out) {
   constexpr int64_t kElement = 2; // BFloat16 and Half
   BatchPointers p{};
-  p.b = args.weight;
+  p.b = weight;
   p.batches = args.members;
   for (int32_t l = 0; l < args.members; ++l) {
     const int64_t member = (args.me + 1 + l) % args.members;
     const int64_t row = member * args.rows;
-    p.a[l] = static_cast<const char*>(args.in) + row * args.k * kElement;
-    if (l + 1 < args.members) {
-      p.c[l] = args.zeros;
-      p.d[l] = static_cast<char*>(args.partials) + row * args.n * kElement;
-    } else {
-      p.c[l] = args.pulls.received;
-      p.d[l] = args.out;
+    p.a[l] = static_cast<const char*>(in) + row * args.k * kElement;
+    for (int half = 0; half < 2; ++half) {
+      p.d[half][l] = l + 1 < args.members
+                         ? static_cast<char*>(args.partials[half]) +
+                               row * args.n * kElement
+                         : out;
     }
+    p.c[l] = l + 1 < args.members ? args.zeros : args.pulls.received;
   }
   return p;
 }
@@ -390,73 +405,119 @@ size_t pulledReduceScatterWorkspaceBytes(const PulledReduceScatterArgs& args) {
   });
 }
 
-cudaError_t launchPulledReduceScatter(
-    const PulledReduceScatterArgs& args, void* workspace, cudaStream_t stream) {
-  return withPulledGemm(args.dtype, [&](auto gemm, auto element) {
-    using Gemm = decltype(gemm);
-    using Kernel = typename Gemm::Kernel;
-    auto* kernel = &pulledGemm<Kernel, decltype(element)>;
+namespace {
+
+// The launches of one statement, for the GEMM's type `Gemm` and the
+// pulls' element type `T`.
+template <class Gemm, class T>
+class PreparedLaunch final : public PulledReduceScatterLaunch {
+  using Kernel = typename Gemm::Kernel;
+
+ public:
+  PreparedLaunch(const PulledReduceScatterArgs& args, void* workspace)
+      : args_(args), arrays_(static_cast<void**>(workspace)) {}
+
+  cudaError_t prepare(cudaStream_t stream) {
     const int smem = Kernel::SharedStorageSize;
     if (const cudaError_t error = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+            kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         error != cudaSuccess) {
       return error;
     }
     // Every CTA of the launch must run at once (the GEMM's wait for the
     // pulls, which wait for the peers' GEMMs): as many clusters as the GPU
     // holds, the pulling ones among them.
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kClusterRows;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(kClusterRows, 1, 1);
-    config.blockDim = Kernel::get_block_shape();
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    cluster_.id = cudaLaunchAttributeClusterDimension;
+    cluster_.val.clusterDim.x = kClusterRows;
+    cluster_.val.clusterDim.y = 1;
+    cluster_.val.clusterDim.z = 1;
+    config_.gridDim = dim3(kClusterRows, 1, 1);
+    config_.blockDim = Kernel::get_block_shape();
+    config_.dynamicSmemBytes = smem;
+    config_.numAttrs = 1;
+    config_.attrs = &cluster_;
     int clusters = 0;
     if (const cudaError_t error = cudaOccupancyMaxActiveClusters(
-            &clusters, reinterpret_cast<const void*>(kernel), &config);
+            &clusters, reinterpret_cast<const void*>(kernel()), &config_);
         error != cudaSuccess) {
       return error;
     }
-    const int32_t pull_ctas = pullCtasOf(args);
+    const int32_t pull_ctas = pullCtasOf(args_);
     const int pull_rows = pull_ctas / kClusterRows;
     if (clusters <= pull_rows) {
       return cudaErrorInvalidConfiguration;
     }
-
-    const BatchPointers batches = batchPointersOf(args);
-    writeBatchPointers<<<1, kPulledMaxMembers, 0, stream>>>(
-        batches, static_cast<void**>(workspace));
-    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) {
-      return error;
-    }
     const auto arguments = Gemm::arguments(
-        problemOf(args),
-        args.members,
-        pointersIn<Gemm>(workspace),
-        stepsOf(args),
+        problemOf(args_),
+        args_.members,
+        pointersIn<Gemm>(arrays_),
+        stepsOf(args_),
         clusters - pull_rows,
         pull_ctas);
     typename Gemm::Adapter adapter;
     if (adapter.can_implement(arguments) != cutlass::Status::kSuccess ||
         adapter.initialize(
-            arguments, static_cast<char*>(workspace) + kPointerBytes, stream) !=
-            cutlass::Status::kSuccess) {
+            arguments,
+            reinterpret_cast<char*>(arrays_) + kPointerBytes,
+            stream) != cutlass::Status::kSuccess) {
       return cudaErrorInvalidValue;
     }
-    const typename Kernel::Params& params = adapter.params();
-    dim3 grid = Kernel::get_grid_shape(params);
-    grid.y += pull_rows;
-    config.gridDim = grid;
-    PulledReduceScatterArgs pulled = args;
-    pulled.pulls.ctas = pull_ctas;
-    return cudaLaunchKernelEx(&config, kernel, params, pulled);
-  });
+    params_ = adapter.params();
+    config_.gridDim = Kernel::get_grid_shape(params_);
+    config_.gridDim.y += pull_rows;
+    args_.pulls.ctas = pull_ctas;
+    return cudaSuccess;
+  }
+
+  cudaError_t launch(
+      const void* in,
+      const void* weight,
+      void* out,
+      cudaStream_t stream) const override {
+    beginCall<<<1, kPulledMaxMembers, 0, stream>>>(
+        batchPointersOf(args_, in, weight, out), arrays_, args_.calls);
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) {
+      return error;
+    }
+    cudaLaunchAttribute cluster = cluster_;
+    cudaLaunchConfig_t config = config_;
+    config.stream = stream;
+    config.attrs = &cluster;
+    return cudaLaunchKernelEx(&config, kernel(), params_, args_);
+  }
+
+ private:
+  static auto kernel() {
+    return &pulledGemm<Kernel, T>;
+  }
+
+  PulledReduceScatterArgs args_;
+  void** arrays_;
+  typename Kernel::Params params_{};
+  cudaLaunchAttribute cluster_{};
+  cudaLaunchConfig_t config_{};
+};
+
+} // namespace
+
+std::unique_ptr<PulledReduceScatterLaunch> preparePulledReduceScatter(
+    const PulledReduceScatterArgs& args,
+    void* workspace,
+    cudaStream_t stream,
+    cudaError_t* error) {
+  return withPulledGemm(
+      args.dtype,
+      [&](auto gemm,
+          auto element) -> std::unique_ptr<PulledReduceScatterLaunch> {
+        auto launch =
+            std::make_unique<PreparedLaunch<decltype(gemm), decltype(element)>>(
+                args, workspace);
+        *error = launch->prepare(stream);
+        if (*error != cudaSuccess) {
+          return nullptr;
+        }
+        return launch;
+      });
 }
 
 } // namespace mdfuser::kernels

@@ -100,6 +100,10 @@ __device__ void pullPartials(
   const bool takes_part = adds || threadIdx.x == 0;
 
   const int64_t row_bytes = args.n * 2;
+  // Raised before the kernel; the peers' partial sums of this call are in
+  // their half call % 2.
+  const uint64_t call = *args.calls;
+  const void* const* from = p.sources[call % 2];
   const uint64_t deadline = sm90::globalTimer() + uint64_t(args.timeout_ns);
   bool given_up = false;
   // Pieces issued and stored over all blocks, for the stages' phases.
@@ -118,10 +122,9 @@ __device__ void pullPartials(
         cute::min(units, per_cta * (cta + 1)) * 16 + first_row * row_bytes;
     if (threadIdx.x == 0 && !given_up) {
       for (int32_t m = 0; m < args.members; ++m) {
-        if (m != args.me && !waitAtLeast(
-                                p.source_counts[m] + b,
-                                args.call * p.block_tiles[b],
-                                deadline)) {
+        if (m != args.me &&
+            !waitAtLeast(
+                p.source_counts[m] + b, call * p.block_tiles[b], deadline)) {
           report(args.status, m + 1);
           given_up = true;
           break;
@@ -144,7 +147,7 @@ __device__ void pullPartials(
       for (int32_t m = 0; m < args.members; ++m) {
         if (m != args.me) {
           cute::SM90_BULK_COPY_G2S::copy(
-              static_cast<const char*>(p.sources[m]) + lo + int64_t(j) * piece,
+              static_cast<const char*>(from[m]) + lo + int64_t(j) * piece,
               &bars[stage],
               buffer(stage, i++),
               bytes);

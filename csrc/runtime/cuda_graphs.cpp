@@ -33,14 +33,19 @@ namespace {
 // its kernel raises: posted after the kernel they cannot hold it back, but
 // a graph launches the two branches in an order of its own, and a wait
 // launched first into the GPU hardware queue the kernel then follows would
-// wait for it for ever. (The allgather's copies wait only for the peers.)
+// wait for it for ever. (The allgather's copies wait only for the peers;
+// the reduce-scatter's kernel that pulls the partial sums has no copies,
+// its waits all in the kernel.)
 const char* notReplayable(const Expr* expr) {
-  if (dynamic_cast<const hir::LinearReduceScatter*>(expr) != nullptr) {
+  const auto* scatter = dynamic_cast<const hir::LinearReduceScatter*>(expr);
+  if (scatter != nullptr && !scatter->pulls()) {
     return "the cuda_graph option does not replay the fused linear + "
-           "reduce-scatter kernel (fused_matmul_communication): its copies "
-           "wait for the kernel's counts on a stream of their own, and a "
-           "graph may launch that wait ahead of the kernel into one hardware "
-           "queue; ask for one of the two: ";
+           "reduce-scatter kernel whose copy engines send the partial sums "
+           "(fused_matmul_communication): its copies wait for the kernel's "
+           "counts on a stream of their own, and a graph may launch that "
+           "wait ahead of the kernel into one hardware queue; ask for one "
+           "of the two, or for the kernel that pulls them "
+           "(fused_reduce_scatter_pulls): ";
   }
   return nullptr;
 }

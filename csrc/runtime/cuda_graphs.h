@@ -125,8 +125,8 @@ class ProgramGraphs {
 
 // The user errors of the cuda_graph option, raised when `program` is
 // compiled: CPU tensors, random numbers drawn anew at every run (a replay
-// would draw the same), and the fused AllgatherLinear and
-// LinearReduceScatter (not replayed yet).
+// would draw the same), and the fused LinearReduceScatter whose copy
+// engines send the partial sums (the kernel that pulls them is replayed).
 void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 
 // Whether execute replays `program` as CUDA graphs when the cuda_graph
@@ -137,9 +137,10 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 // (host time per statement bounds their rings' steps) and at most 1.5 %
 // slower (doc/runtime.md#cuda-graphs); NCCL's collectives gained no GPU
 // time replayed, and programs without communication are left as the
-// caller's (torch.cuda.graphs captures them whole). A program with a fused
-// AllgatherLinear or LinearReduceScatter is not replayed (checkCudaGraphs
-// refuses it).
+// caller's (torch.cuda.graphs captures them whole). The fused
+// AllgatherLinear and the LinearReduceScatter that pulls are replayed; a
+// program with the LinearReduceScatter whose copy engines send is not
+// (checkCudaGraphs refuses it).
 bool useCudaGraphsByDefault(
     const hir::HostIrContainer& program, c10::Device device);
 

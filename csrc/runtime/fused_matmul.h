@@ -78,7 +78,23 @@ void raiseFusedKernelErrors(CudaBackend& backend);
 // M a multiple of d. `key`, `what` and `run` as for fusedAllgatherLinear. A
 // peer that never frees its receive buffer or never sends its rows: the
 // watchdog reports it, naming this rank, the peer and `what`.
+//
+// fusedLinearReduceScatterPulled computes the same with the kernel whose
+// members pull the partial sums of their rows from the peers
+// (kernels/gemm_reduce_scatter_pulled.h): one launch, no copy engine,
+// nothing after the kernel; its waits are the kernel's, so that a CUDA graph
+// can replay it. A peer whose partial sums do not come: the watchdog reports
+// it, and the statement's next call raises the error the kernel left.
 void fusedLinearReduceScatter(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    const std::string& key,
+    const std::string& what,
+    uint64_t run);
+void fusedLinearReduceScatterPulled(
     CudaBackend& backend,
     const std::vector<int64_t>& team,
     const at::Tensor& in,

@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: MIT
 //
 // The fused linear + reduce-scatter statement (LinearReduceScatter): its
-// kernel, whose copy engines send each peer its rows and whose rows are
-// summed after it, or the kernel whose owners pull the partial sums
-// (MDFUSER_FUSED_RS_PULLED=1).
+// kernel whose copy engines send each peer its rows, summed after it, or
+// the kernel whose owners pull the partial sums (the statement's
+// kernel=sm90_pulls).
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <string>
 
 #include "ir/errors.h"
@@ -30,32 +29,45 @@ using namespace fused_detail;
 
 namespace {
 
-// Whether MDFUSER_FUSED_RS_PULLED=1 asks for the GEMM + reduce-scatter
-// kernel that pulls the partial sums (kernels/gemm_reduce_scatter_pulled.h)
-// instead of the one whose copy engines send them, summed after the
-// kernel: both are kept until machines of several GPUs have timed them
-// side by side (doc/fused_kernels.md).
-bool pulledReduceScatter() {
-  const char* value = std::getenv("MDFUSER_FUSED_RS_PULLED");
-  return value != nullptr && std::string(value) == "1";
+// Checks the operands of a linear + reduce-scatter over a team of `d`.
+void checkShapes(
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    int64_t d,
+    const std::string& what) {
+  MDF_CHECK(
+      in.dim() == 2 && weight.dim() == 2 && out.dim() == 2 &&
+          in.size(1) == weight.size(1) && in.size(0) == out.size(0) * d &&
+          out.size(1) == weight.size(0),
+      what,
+      ": shapes ",
+      in.sizes(),
+      ", ",
+      weight.sizes(),
+      " and ",
+      out.sizes(),
+      " (rows of one member of ",
+      d,
+      ") do not make a linear + reduce-scatter");
+  checkOperands(in, weight, out, what);
 }
 
-void pulledLinearReduceScatter(
+// Prepares the pulled kernel's launches for the statement's shapes (the
+// first run; the key fixes them): its buffers, its counters and the
+// peers' addresses of theirs.
+void preparePulls(
     CudaBackend& backend,
     FusedStatement& s,
     int64_t me,
     const at::Tensor& in,
-    const at::Tensor& weight,
     const at::Tensor& out,
     const std::string& key,
-    const std::string& what,
-    uint64_t run) {
+    const std::string& what) {
   const std::vector<int64_t>& team = s.team;
   const int64_t d = static_cast<int64_t>(team.size());
   const int64_t rows = out.size(0);
   const int64_t n = out.size(1);
-  makeStatus(s);
-  raiseKernelError(s, backend.rank());
   // The peers' parts of this member's rows are pulled block by block, each
   // once all of the peers have stored it: blocks of at least kBlockRows
   // rows, at most kPulledMaxBlocks of them, so that the pulls start early
@@ -65,9 +77,6 @@ void pulledLinearReduceScatter(
       std::clamp<int64_t>(rows / kBlockRows, 1, kernels::kPulledMaxBlocks);
   kernels::PulledReduceScatterArgs args;
   args.dtype = gemmDtype(in, what);
-  args.in = in.data_ptr();
-  args.weight = weight.data_ptr();
-  args.out = out.data_ptr();
   args.rows = rows;
   args.n = n;
   args.k = in.size(1);
@@ -90,28 +99,32 @@ void pulledLinearReduceScatter(
   // Two halves of partial sums, by call (a peer may still read the last
   // call's while this one writes), and the counters, zero before the
   // first call, which only grow.
-  const at::Tensor partials = backend.buffers().get(
+  s.partials = backend.buffers().get(
       key + "/pulled_partials", team, {2, d * rows, n}, out.scalar_type());
-  const at::Tensor counters = backend.buffers().get(
+  s.counters = backend.buffers().get(
       key + "/pulled_counters", team, {d * blocks}, at::kLong, true);
-  if (!s.zeros.defined()) {
-    s.zeros = at::zeros({rows, n}, out.options());
-    s.received = at::empty({rows, n}, out.options());
-    s.summed = at::zeros({blocks}, out.options().dtype(at::kLong));
-  }
-  ++s.calls;
-  args.call = s.calls;
-  const at::Tensor half = partials.select(0, static_cast<int64_t>(s.calls % 2));
-  args.partials = half.data_ptr();
+  s.zeros = at::zeros({rows, n}, out.options());
+  s.received = at::empty({rows, n}, out.options());
+  s.summed = at::zeros({blocks}, out.options().dtype(at::kLong));
+  s.calls = at::zeros({1}, out.options().dtype(at::kLong));
   args.zeros = s.zeros.data_ptr();
-  args.counters = static_cast<uint64_t*>(counters.data_ptr());
-  // Where each peer holds its partial sums of this member's rows and its
-  // counts of their blocks.
-  const at::Tensor mine = half.narrow(0, me * rows, rows);
-  const at::Tensor my_counts = counters.narrow(0, me * blocks, blocks);
+  args.counters = static_cast<uint64_t*>(s.counters.data_ptr());
+  args.calls = static_cast<uint64_t*>(s.calls.data_ptr());
+  // Where each peer holds its partial sums of this member's rows, in both
+  // halves, and its counts of their blocks.
+  const at::Tensor my_counts = s.counters.narrow(0, me * blocks, blocks);
+  for (int64_t half = 0; half < 2; ++half) {
+    const at::Tensor partials = s.partials.select(0, half);
+    args.partials[half] = partials.data_ptr();
+    const at::Tensor mine = partials.narrow(0, me * rows, rows);
+    for (int64_t p = 0; p < d; ++p) {
+      if (p != me) {
+        args.pulls.sources[half][p] = backend.buffers().peerAddress(mine, p);
+      }
+    }
+  }
   for (int64_t p = 0; p < d; ++p) {
     if (p != me) {
-      args.pulls.sources[p] = backend.buffers().peerAddress(mine, p);
       args.pulls.source_counts[p] = static_cast<const uint64_t*>(
           backend.buffers().peerAddress(my_counts, p));
     }
@@ -120,16 +133,53 @@ void pulledLinearReduceScatter(
   args.pulls.summed = static_cast<uint64_t*>(s.summed.data_ptr());
   kernels::planPulledReduceScatter(args);
 
+  s.workspace = at::empty(
+      {static_cast<int64_t>(kernels::pulledReduceScatterWorkspaceBytes(args))},
+      out.options().dtype(at::kByte));
+  cudaError_t error = cudaSuccess;
+  s.pulled = kernels::preparePulledReduceScatter(
+      args,
+      s.workspace.data_ptr(),
+      c10::cuda::getCurrentCUDAStream(out.device().index()).stream(),
+      &error);
+  MDF_CHECK(
+      s.pulled != nullptr,
+      what,
+      ": the GEMM + reduce-scatter kernel cannot be launched: ",
+      error == cudaErrorInvalidConfiguration
+          ? "the GPU cannot hold its pulling CTAs and the GEMM's at once"
+          : cudaGetErrorString(error));
+}
+
+} // namespace
+
+void fusedLinearReduceScatterPulled(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    const std::string& key,
+    const std::string& what,
+    uint64_t run) {
+  const int64_t d = static_cast<int64_t>(team.size());
+  const int64_t me = memberIndex(team, backend.rank(), what);
+  checkShapes(in, weight, out, d, what);
+  FusedStatement& s = statementOf(backend, team, key, what);
+  makeStatus(s);
+  raiseKernelError(s, backend.rank());
+  if (s.pulled == nullptr) {
+    preparePulls(backend, s, me, in, out, key, what);
+  }
   cudaStream_t compute =
       c10::cuda::getCurrentCUDAStream(out.device().index()).stream();
-  launchKernel(
-      [&](void* workspace) {
-        return kernels::launchPulledReduceScatter(args, workspace, compute);
-      },
-      kernels::pulledReduceScatterWorkspaceBytes(args),
-      out,
+  const cudaError_t launched = s.pulled->launch(
+      in.data_ptr(), weight.data_ptr(), out.data_ptr(), compute);
+  MDF_CHECK(
+      launched == cudaSuccess,
       what,
-      "GEMM + reduce-scatter");
+      ": the GEMM + reduce-scatter kernel failed to launch: ",
+      cudaGetErrorString(launched));
   backend.watchKernel(
       team,
       compute,
@@ -137,8 +187,6 @@ void pulledLinearReduceScatter(
       "waited for the peers' partial sums",
       run);
 }
-
-} // namespace
 
 void fusedLinearReduceScatter(
     CudaBackend& backend,
@@ -151,27 +199,8 @@ void fusedLinearReduceScatter(
     uint64_t run) {
   const int64_t d = static_cast<int64_t>(team.size());
   const int64_t me = memberIndex(team, backend.rank(), what);
-  MDF_CHECK(
-      in.dim() == 2 && weight.dim() == 2 && out.dim() == 2 &&
-          in.size(1) == weight.size(1) && in.size(0) == out.size(0) * d &&
-          out.size(1) == weight.size(0),
-      what,
-      ": shapes ",
-      in.sizes(),
-      ", ",
-      weight.sizes(),
-      " and ",
-      out.sizes(),
-      " (rows of one member of ",
-      d,
-      ") do not make a linear + reduce-scatter");
-  checkOperands(in, weight, out, what);
-
+  checkShapes(in, weight, out, d, what);
   FusedStatement& s = statementOf(backend, team, key, what);
-  if (pulledReduceScatter()) {
-    pulledLinearReduceScatter(backend, s, me, in, weight, out, key, what, run);
-    return;
-  }
   const int64_t rows = out.size(0);
   const int64_t n = out.size(1);
   // Each peer's rows can go in blocks, each sent once the kernel has
@@ -276,6 +305,19 @@ void fusedLinearReduceScatter(
 #else
 
 void fusedLinearReduceScatter(
+    CudaBackend&,
+    const std::vector<int64_t>&,
+    const at::Tensor&,
+    const at::Tensor&,
+    const at::Tensor&,
+    const std::string&,
+    const std::string& what,
+    uint64_t) {
+  MDF_USER_ERROR(
+      what, ": ", fusedMatmulKernelsUnavailableReason(c10::Device(c10::kCPU)));
+}
+
+void fusedLinearReduceScatterPulled(
     CudaBackend&,
     const std::vector<int64_t>&,
     const at::Tensor&,

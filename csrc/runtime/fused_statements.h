@@ -21,6 +21,7 @@
 #include "host_ir/nodes.h"
 #include "ir/errors.h"
 #include "kernels/gemm_dtype.h"
+#include "kernels/gemm_reduce_scatter_pulled.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_util.h"
 
@@ -51,16 +52,21 @@ struct FusedStatement {
   // into (made by the first run).
   int32_t* status = nullptr;
   // GEMM + reduce-scatter (made by the first run; the statement's key fixes
-  // the shapes): the kernel's partial sums, which the moves read until the
-  // next run's kernel, its tile counters (zero between runs), and the count
-  // each counter reaches.
+  // the shapes and the kernel): the kernel's partial sums and its tile
+  // counters. With copy engines, the partial sums are the moves' until the
+  // next run's kernel, the counters are zero between runs, and
+  // `tile_counts` holds the count each reaches; with the partial sums
+  // pulled, both are symmetric and the counters only grow.
   at::Tensor partials;
   at::Tensor counters;
   std::vector<uint32_t> tile_counts;
-  // GEMM + reduce-scatter with the partial sums pulled: its calls so far
-  // (the same on every member), the zeros its peers' rows add, the pulled
-  // sum of this member's rows, and the pulls' counts of its blocks.
-  uint64_t calls = 0;
+  // GEMM + reduce-scatter with the partial sums pulled: its prepared
+  // launches and the workspace they keep, its calls so far in device
+  // memory (the same on every member), the zeros its peers' rows add, the
+  // pulled sum of this member's rows, and the pulls' counts of its blocks.
+  std::unique_ptr<kernels::PulledReduceScatterLaunch> pulled;
+  at::Tensor workspace;
+  at::Tensor calls;
   at::Tensor zeros;
   at::Tensor received;
   at::Tensor summed;

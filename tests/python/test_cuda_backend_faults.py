@@ -119,12 +119,11 @@ def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(p
     for rank 1's partial sums), and the watchdog ends rank 0 within the
     bound, naming both ranks and the statement."""
     env = {"MDFUSER_TIMEOUT_S": "3"}
+    options = ("fused_matmul_communication",)
     if pulled:
-        env["MDFUSER_FUSED_RS_PULLED"] = "1"
+        options += ("fused_reduce_scatter_pulls",)
     device = '"cuda", comm.local_rank()'
-    message = run_absent_peer_job(
-        device, "cuda", env, options=("fused_matmul_communication",), pair=pair
-    )
+    message = run_absent_peer_job(device, "cuda", env, options=options, pair=pair)
     name = {"allgather_linear": "AllgatherLinear", "linear_reduce_scatter": "LinearReduceScatter"}
     assert f"[mdfuser] rank 0 in {name[pair]} " in message, message
     assert "with team (0 1) on the CUDA backend: waited for " in message, message

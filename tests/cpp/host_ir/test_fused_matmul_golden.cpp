@@ -45,12 +45,14 @@ Lowered lower(
     FusedMatmulChoice choice,
     int64_t device = 0,
     bool available = true,
-    hir::CommunicatorBackend backend = hir::CommunicatorBackend::kCuda) {
+    hir::CommunicatorBackend backend = hir::CommunicatorBackend::kCuda,
+    bool pulls = false) {
   runFusionPasses(fusion.get());
   hir::LoweringOptions options;
   options.device = device;
   options.backend = backend;
   options.fused_matmul_communication = choice;
+  options.fused_reduce_scatter_pulls = pulls;
   options.fused_kernels_available = available;
   auto hic = hir::lowerToHostIr(std::move(fusion), options);
   hir::runHostPasses(*hic, {.symmetric_memory = true});
@@ -193,6 +195,24 @@ TEST(FusedMatmulGolden, LinearReduceScatterAtTwoDevices) {
           FusedMatmulChoice::kOn)
           .text,
       kExpectedLinearReduceScatterAtTwoDevices);
+}
+
+// With the kernel that pulls the partial sums, the same program but the
+// statement's kernel.
+TEST(FusedMatmulGolden, TheStatementNamesTheKernelThatPulls) {
+  std::string expected = kExpectedLinearReduceScatterAtTwoDevices;
+  const std::string copies = "kernel=sm90)";
+  expected.replace(expected.find(copies), copies.size(), "kernel=sm90_pulls)");
+  EXPECT_EQ(
+      lower(
+          makeLinearScatter(2, 1, DataType::BFloat16, false),
+          FusedMatmulChoice::kOn,
+          0,
+          /*available=*/true,
+          hir::CommunicatorBackend::kCuda,
+          /*pulls=*/true)
+          .text,
+      expected);
 }
 
 TEST(FusedMatmulGolden, OneStatementReplacesTheReduceScatterRing) {

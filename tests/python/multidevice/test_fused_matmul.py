@@ -25,16 +25,20 @@ STATEMENTS = {**FUSED, "_disable_options": ["cuda_graph"]}
 DTYPES = {"bfloat16": (torch.bfloat16, DataType.BFloat16), "float16": (torch.half, DataType.Half)}
 
 
-@pytest.fixture(params=["copy_engines", "pulled"])
-def rs_kernel(request, monkeypatch):
-    """The GEMM + reduce-scatter kernel: the one whose copy engines send the
-    partial sums (the default), or the one whose owners pull them
-    (MDFUSER_FUSED_RS_PULLED=1), both kept until they are timed side by
-    side."""
-    if request.param == "pulled":
-        monkeypatch.setenv("MDFUSER_FUSED_RS_PULLED", "1")
-    else:
-        monkeypatch.delenv("MDFUSER_FUSED_RS_PULLED", raising=False)
+PULLS = "fused_reduce_scatter_pulls"
+# The GEMM + reduce-scatter kernels, by name: the one whose copy engines send
+# the partial sums (the default), or the one whose owners pull them, both
+# kept until they are timed side by side; and their statement's kernel in
+# the host program.
+RS_KERNELS = {
+    "copy_engines": ({**STATEMENTS}, "kernel=sm90)"),
+    "pulled": ({**STATEMENTS, "_enable_options": [FUSED_OPTION, PULLS]}, "kernel=sm90_pulls)"),
+}
+
+
+@pytest.fixture(params=list(RS_KERNELS))
+def rs_kernel(request):
+    """The GEMM + reduce-scatter kernel's name."""
     return request.param
 
 
@@ -148,7 +152,7 @@ def test_allgather_linear_replays_as_a_graph(test):
         assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 4), stats
 
 
-def test_linear_reduce_scatter_is_not_replayed(test):
+def test_linear_reduce_scatter_with_copy_engines_is_not_replayed(test):
     """Asked for with CUDA graphs: a ValueError naming both options, before
     anything runs (a graph may launch the copies' wait for the kernel's
     counts ahead of the kernel); by default its statements run."""
@@ -165,6 +169,43 @@ def test_linear_reduce_scatter_is_not_replayed(test):
         assert "LinearReduceScatter(" in fd.last_host_ir()
         assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
     assert fd._cache.graph_stats["captures"] == 0
+
+
+def test_linear_reduce_scatter_pulled_replays_as_a_graph(test):
+    """The kernel that pulls the partial sums keeps its call's number in
+    device memory: by default its program is replayed as CUDA graphs (one
+    eager call, two captures, then replays), and asked for, too. The input
+    is negated in place between calls, so that a replay whose pulls read
+    the previous call's partial sums (a count or a half of the partial sums
+    taken from the capture rather than the call) returns the previous
+    product. Its statements and its replays then take turns on one fd: the
+    calls' count stays the same on every member."""
+    d = test.size
+    g = torch.Generator().manual_seed(8)
+    x = integers((128 * d, 64 * d), g)
+    w = integers((128, 64 * d), g)
+    pulled = {**FUSED, "_enable_options": [FUSED_OPTION, PULLS]}
+    for options in (pulled, {**pulled, "_enable_options": [FUSED_OPTION, PULLS, "cuda_graph"]}):
+        fd = linear_reduce_scatter(d, 1, 64 * d, 128)
+        inputs = [test.shard(x, fd.fusion.inputs()[0]), test.shard(w, fd.fusion.inputs()[1])]
+        for i in range(6):
+            (out,) = fd.execute(inputs, **options)
+            assert "kernel=sm90_pulls)" in fd.last_host_ir()
+            if i == 0:
+                expected = expected_shard(test, fd, x, w, torch.bfloat16)
+            assert torch.equal(out, expected if i % 2 == 0 else expected.neg())
+            inputs[0].neg_()
+        stats = fd._cache.graph_stats
+        assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 5), stats
+    # The statements of the same program between replays (cuda_graph
+    # disabled compiles it again; the statement and its count are shared).
+    for _ in range(2):
+        (out,) = fd.execute(inputs, **{**pulled, "_disable_options": ["cuda_graph"]})
+        assert torch.equal(out, expected)
+        inputs[0].neg_()
+        (out,) = fd.execute(inputs, **pulled)
+        assert torch.equal(out, expected.neg())
+        inputs[0].neg_()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -206,15 +247,17 @@ def test_linear_reduce_scatter_exact(test, rs_kernel, dtype, rows, k_local, n):
     x = integers((rows * d, k_local * d), g).to(torch_dtype)
     w = integers((n, k_local * d), g).to(torch_dtype)
     fd = linear_reduce_scatter(d, 1, k_local * d, n, dtype=md_dtype)
-    out = run(test, fd, x, w, **STATEMENTS)
+    options, kernel = RS_KERNELS[rs_kernel]
+    out = run(test, fd, x, w, **options)
     program = fd.last_host_ir()
-    assert "LinearReduceScatter(" in program, program
+    assert "LinearReduceScatter(" in program and kernel in program, program
     assert "CollectivePermute" not in program, program
     expected = expected_shard(test, fd, x, w, torch_dtype)
     assert torch.equal(out, expected), (out - expected).abs().max()
-    # Repeated calls: the same bits, the counters and flags back at 0.
+    # Repeated calls: the same bits, the counters and flags back at 0 (or,
+    # pulled, past the last call's counts).
     for _ in range(3):
-        assert torch.equal(run(test, fd, x, w, **STATEMENTS), out)
+        assert torch.equal(run(test, fd, x, w, **options), out)
 
 
 def test_linear_reduce_scatter_matches_the_ring(test, rs_kernel):
@@ -226,8 +269,9 @@ def test_linear_reduce_scatter_matches_the_ring(test, rs_kernel):
     x = torch.randn(1024 // d * d, 1024 * d, generator=g).half()
     w = torch.randn(1024, 1024 * d, generator=g).half()
     fd = linear_reduce_scatter(d, 1, 1024 * d, 1024, dtype=DataType.Half)
-    fused = run(test, fd, x, w, **STATEMENTS)
-    assert "LinearReduceScatter(" in fd.last_host_ir()
+    options, kernel = RS_KERNELS[rs_kernel]
+    fused = run(test, fd, x, w, **options)
+    assert "LinearReduceScatter(" in fd.last_host_ir() and kernel in fd.last_host_ir()
     ring = run(test, fd, x, w, backend=CommunicatorBackend.cuda)
     assert "CollectivePermute" in fd.last_host_ir()
     exact = expected_shard(test, fd, x.double(), w.double(), torch.float64)
@@ -265,5 +309,6 @@ def test_both_kernels_in_turn(test, rs_kernel):
             run(test, ag, x, w, **STATEMENTS), expected_shard(test, ag, x, w, torch.bfloat16)
         )
         assert torch.equal(
-            run(test, rs, xr, wr, **STATEMENTS), expected_shard(test, rs, xr, wr, torch.bfloat16)
+            run(test, rs, xr, wr, **RS_KERNELS[rs_kernel][0]),
+            expected_shard(test, rs, xr, wr, torch.bfloat16),
         )
