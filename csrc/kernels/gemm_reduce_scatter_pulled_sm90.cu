@@ -191,9 +191,9 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
 } // namespace mdfuser::kernels
 
 namespace cutlass::gemm::kernel::detail {
-// The ptr-array kernel's default scheduler for the tiles this file uses
-// (sm90::ArrayGemm checks that it took): the pulled reduce-scatter's. No
-// other file instantiates the ptr-array kernel.
+// The ptr-array kernel's default scheduler for the tiles and clusters this
+// file uses (sm90::ArrayGemm checks that it took): the pulled
+// reduce-scatter's. No other file instantiates the ptr-array kernel.
 template <>
 struct TileSchedulerSelector<
     void,
@@ -204,32 +204,44 @@ struct TileSchedulerSelector<
     void> {
   using Scheduler = mdfuser::kernels::PulledTileScheduler;
 };
+template <>
+struct TileSchedulerSelector<
+    void,
+    arch::Sm90,
+    mdfuser::kernels::sm90::SmallTiles,
+    mdfuser::kernels::sm90::Alone,
+    8,
+    void> {
+  using Scheduler = mdfuser::kernels::PulledTileScheduler;
+};
 } // namespace cutlass::gemm::kernel::detail
 
 namespace mdfuser::kernels {
 namespace {
 
-// 128 × 256 tiles in clusters of two along M, at every size: the pulling
-// CTAs and the GEMM's share one launch of one cluster shape.
-template <class Element>
+// 128 × 256 tiles in clusters of two along M where they fill the GPU,
+// 128 × 128 tiles alone where they do not (as sm90::withGemm chooses for
+// the other kernels: at M = N = K = 1024 CUTLASS's 128 × 256 tiles took
+// 1.32× cuBLAS's time, its 128 × 128 0.85×, benchmarks/kernels/gemm_tiles
+// on one H200). The pulling CTAs and the GEMM's share one launch of the
+// GEMM's cluster shape.
+template <class Element, bool kLarge>
 using PulledGemm = sm90::ArrayGemm<
     Element,
-    sm90::LargeTiles,
-    sm90::PairsAlongM,
+    std::conditional_t<kLarge, sm90::LargeTiles, sm90::SmallTiles>,
+    std::conditional_t<kLarge, sm90::PairsAlongM, sm90::Alone>,
     PulledTileScheduler>;
-constexpr int kClusterRows = 2;
-// The pulling CTAs, whole clusters of them: the launch's first grid rows.
-// Where the caller asks for none, eight a peer and at most sixteen, the
-// fastest of 4, 8 and 16 at k = 2048 with two and four members on one H200
-// (benchmarks/kernels/gemm_tiles: each CTA pulls about 25 GB/s).
-int32_t pullCtasOf(const PulledReduceScatterArgs& args) {
+// The pulling CTAs, whole clusters of `cluster_rows` CTAs: the launch's
+// first grid rows. Where the caller asks for none, eight a peer and at most
+// sixteen, the fastest of 4, 8 and 16 at k = 2048 with two and four members
+// on one H200 (benchmarks/kernels/gemm_tiles: each CTA pulls about 25
+// GB/s).
+int32_t pullCtasOf(const PulledReduceScatterArgs& args, int cluster_rows) {
   const int32_t asked = args.pulls.ctas > 0
                             ? args.pulls.ctas
                             : cute::min(16, 8 * (args.members - 1));
-  return (asked + kClusterRows - 1) / kClusterRows * kClusterRows;
+  return (asked + cluster_rows - 1) / cluster_rows * cluster_rows;
 }
-constexpr int64_t kTileRows = 128;
-constexpr int64_t kTileCols = 256;
 
 // The pulling CTAs, then CUTLASS's kernel on the others.
 template <class Kernel, class T>
@@ -253,7 +265,7 @@ sm90::Problem problemOf(const PulledReduceScatterArgs& args) {
   return {nullptr, nullptr, nullptr, args.rows, args.n, args.k, args.device};
 }
 
-PulledSteps stepsOf(const PulledReduceScatterArgs& args) {
+PulledSteps stepsOf(const PulledReduceScatterArgs& args, int cluster_rows) {
   PulledSteps s;
   s.counters = args.counters;
   s.summed = args.pulls.summed;
@@ -262,7 +274,7 @@ PulledSteps stepsOf(const PulledReduceScatterArgs& args) {
   s.members = args.members;
   s.me = args.me;
   s.blocks = args.blocks;
-  s.pull_ctas = pullCtasOf(args);
+  s.pull_ctas = pullCtasOf(args, cluster_rows);
   s.calls = args.calls;
   s.status = args.status;
   s.timeout_ns = args.timeout_ns;
@@ -342,14 +354,20 @@ typename Gemm::Pointers pointersIn(void* workspace) {
   return p;
 }
 
-// Calls fn with the GEMM of the dtype (an empty object of its type) and
-// the element type the pulls add.
+// Calls fn with the GEMM of the problem's dtype and tiles (an empty object
+// of its type) and the element type the pulls add.
 template <class Fn>
-auto withPulledGemm(GemmDtype dtype, Fn&& fn) {
-  if (dtype == GemmDtype::kBFloat16) {
-    return fn(PulledGemm<cutlass::bfloat16_t>{}, __nv_bfloat16{});
+auto withPulledGemm(const PulledReduceScatterArgs& args, Fn&& fn) {
+  sm90::Problem all = problemOf(args);
+  all.m = args.rows * args.members;
+  const bool large = sm90::largeTiles(all);
+  if (args.dtype == GemmDtype::kBFloat16) {
+    return large
+               ? fn(PulledGemm<cutlass::bfloat16_t, true>{}, __nv_bfloat16{})
+               : fn(PulledGemm<cutlass::bfloat16_t, false>{}, __nv_bfloat16{});
   }
-  return fn(PulledGemm<cutlass::half_t>{}, __half{});
+  return large ? fn(PulledGemm<cutlass::half_t, true>{}, __half{})
+               : fn(PulledGemm<cutlass::half_t, false>{}, __half{});
 }
 
 } // namespace
@@ -378,30 +396,31 @@ std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
 }
 
 void planPulledReduceScatter(PulledReduceScatterArgs& args) {
-  const PulledSteps s = stepsOf(args);
-  const auto tiles_n =
-      static_cast<uint32_t>((args.n + kTileCols - 1) / kTileCols);
-  for (int32_t b = 0; b < kPulledMaxBlocks; ++b) {
-    args.pulls.block_tiles[b] = 0;
-  }
-  for (int64_t first = 0; first < args.rows; first += kTileRows) {
-    const Blocks held = blocksOfBatchTile(s, first, kTileRows);
-    for (int32_t b = held.lo; b <= held.hi; ++b) {
-      args.pulls.block_tiles[b] += tiles_n;
+  withPulledGemm(args, [&](auto gemm, auto) {
+    using Gemm = decltype(gemm);
+    const PulledSteps s = stepsOf(args, Gemm::kClusterRows);
+    const auto tiles_n =
+        static_cast<uint32_t>((args.n + Gemm::kTileCols - 1) / Gemm::kTileCols);
+    for (int32_t b = 0; b < kPulledMaxBlocks; ++b) {
+      args.pulls.block_tiles[b] = 0;
     }
-  }
+    for (int64_t first = 0; first < args.rows; first += Gemm::kTileRows) {
+      const Blocks held = blocksOfBatchTile(s, first, Gemm::kTileRows);
+      for (int32_t b = held.lo; b <= held.hi; ++b) {
+        args.pulls.block_tiles[b] += tiles_n;
+      }
+    }
+  });
 }
 
 size_t pulledReduceScatterWorkspaceBytes(const PulledReduceScatterArgs& args) {
-  return withPulledGemm(args.dtype, [&](auto gemm, auto) {
+  return withPulledGemm(args, [&](auto gemm, auto) {
     using Gemm = decltype(gemm);
-    static_assert(Gemm::kTileRows == kTileRows && Gemm::kTileCols == kTileCols);
-    static_assert(Gemm::kClusterRows == kClusterRows);
     return kPointerBytes + Gemm::workspaceBytes(Gemm::arguments(
                                problemOf(args),
                                args.members,
                                typename Gemm::Pointers{},
-                               stepsOf(args)));
+                               stepsOf(args, Gemm::kClusterRows)));
   });
 }
 
@@ -428,10 +447,10 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
     // pulls, which wait for the peers' GEMMs): as many clusters as the GPU
     // holds, the pulling ones among them.
     cluster_.id = cudaLaunchAttributeClusterDimension;
-    cluster_.val.clusterDim.x = kClusterRows;
+    cluster_.val.clusterDim.x = Gemm::kClusterRows;
     cluster_.val.clusterDim.y = 1;
     cluster_.val.clusterDim.z = 1;
-    config_.gridDim = dim3(kClusterRows, 1, 1);
+    config_.gridDim = dim3(Gemm::kClusterRows, 1, 1);
     config_.blockDim = Kernel::get_block_shape();
     config_.dynamicSmemBytes = smem;
     config_.numAttrs = 1;
@@ -442,8 +461,8 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
         error != cudaSuccess) {
       return error;
     }
-    const int32_t pull_ctas = pullCtasOf(args_);
-    const int pull_rows = pull_ctas / kClusterRows;
+    const int32_t pull_ctas = pullCtasOf(args_, Gemm::kClusterRows);
+    const int pull_rows = pull_ctas / Gemm::kClusterRows;
     if (clusters <= pull_rows) {
       return cudaErrorInvalidConfiguration;
     }
@@ -451,7 +470,7 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
         problemOf(args_),
         args_.members,
         pointersIn<Gemm>(arrays_),
-        stepsOf(args_),
+        stepsOf(args_, Gemm::kClusterRows),
         clusters - pull_rows,
         pull_ctas);
     typename Gemm::Adapter adapter;
@@ -506,7 +525,7 @@ std::unique_ptr<PulledReduceScatterLaunch> preparePulledReduceScatter(
     cudaStream_t stream,
     cudaError_t* error) {
   return withPulledGemm(
-      args.dtype,
+      args,
       [&](auto gemm,
           auto element) -> std::unique_ptr<PulledReduceScatterLaunch> {
         auto launch =

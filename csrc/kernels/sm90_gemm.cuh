@@ -9,6 +9,7 @@
 // a[M, K] (row-major) times b[N, K] (row-major, so a K-major B) into
 // d[M, N] row-major, fp32 accumulation. Included by one .cu per kernel.
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -440,6 +441,12 @@ struct ArrayGemm {
          pointers.d,
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
         hardwareOf(problem.device, max_clusters)};
+    if (max_clusters > 0) {
+      // CUTLASS sizes the grid of clusters of one CTA by the SMs alone.
+      arguments.hw_info.sm_count = std::min(
+          arguments.hw_info.sm_count,
+          max_clusters * static_cast<int>(size(ClusterShape{})));
+    }
     auto& scheduler = arguments.scheduler;
     // Along N: a CTA's consecutive tiles share rows, so that it crosses
     // from one block of rows to the next as few times as it can.
