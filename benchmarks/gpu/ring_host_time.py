@@ -16,9 +16,11 @@ one statement, fused_reduce_scatter_pulls), the same two ways; checked
 equal bit for bit, then --iters calls of each taking
 turns, each call started on an idle GPU, the ranks issuing theirs one
 after the other (a rank's host time is taken while the other's host is
-idle; its GPU work waits for the peer's meanwhile); prints rank 0's
-median host µs per call and the statements a call runs, and with --json
-writes them.
+idle; its GPU work waits for the peer's meanwhile), and --iters replays
+queued back to back on both ranks at once, as a training loop issues
+them (`graph_queued_us`: the host time per call of the steady state, the
+median of three rounds); prints rank 0's median host µs per call and the
+statements a call runs, and with --json writes them.
 With --breakdown, rank 0 also prints the host time per kind of statement
 of profiled calls (torch.profiler on the CPU only, so that no kernel
 tracing adds to the launches; the profiler's own ranges still cost a few
@@ -57,8 +59,8 @@ from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
 
 CUDA = CommunicatorBackend.cuda
 PULLS = ["fused_matmul_communication", "fused_reduce_scatter_pulls"]
-COLUMNS = ["pair", "s", "statements", "cuda_us", "cuda_graph_us", "ratio"]
-WIDTHS = [20, 3, 11, 10, 14, 7]
+COLUMNS = ["pair", "s", "statements", "cuda_us", "cuda_graph_us", "ratio", "graph_queued_us"]
+WIDTHS = [20, 3, 11, 10, 14, 7, 16]
 
 
 @dataclass
@@ -68,6 +70,9 @@ class Result(RunInfo):
     statements: int  # host-IR statements one call runs
     mdfuser_cuda_host_us: float  # median host µs per call
     mdfuser_cuda_graph_host_us: float
+    # Median host µs per call of the replays with --iters calls queued back
+    # to back on both ranks at once (a training loop's steady state).
+    mdfuser_cuda_graph_queued_host_us: float
     world_size: int
     h: int
     t: int
@@ -205,8 +210,32 @@ def main() -> None:
             torch.cuda.synchronize()
             comm.barrier()
             cuda_us, graph_us = (statistics.median(host[run]) for run in (eager, graphed))
+            # The replays queued: every rank issues its calls back to back,
+            # as a training loop does, the GPU behind. Three rounds, the
+            # median's per-call time; each round starts on an idle GPU.
+            rounds = []
+            for _ in range(3):
+                torch.cuda.synchronize()
+                comm.barrier()
+                start = time.perf_counter()
+                for _ in range(args.iters):
+                    graphed()
+                rounds.append((time.perf_counter() - start) / args.iters * 1e6)
+                torch.cuda.synchronize()
+                comm.barrier()
+            queued_us = statistics.median(rounds)
             ratio = f"{cuda_us / graph_us:.1f}"
-            rows.append([name, str(s), str(ops), f"{cuda_us:.1f}", f"{graph_us:.1f}", ratio])
+            rows.append(
+                [
+                    name,
+                    str(s),
+                    str(ops),
+                    f"{cuda_us:.1f}",
+                    f"{graph_us:.1f}",
+                    ratio,
+                    f"{queued_us:.1f}",
+                ]
+            )
             results.append(
                 Result(
                     benchmark=name,
@@ -214,6 +243,7 @@ def main() -> None:
                     statements=ops,
                     mdfuser_cuda_host_us=cuda_us,
                     mdfuser_cuda_graph_host_us=graph_us,
+                    mdfuser_cuda_graph_queued_host_us=queued_us,
                     world_size=d,
                     h=h,
                     t=t,

@@ -173,6 +173,8 @@ struct ProgramGraphs::Graph {
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   // The graph's own output buffers; the caller gets views of them.
   std::vector<at::Tensor> outputs;
+  // The events that mark its replays' ends for the watchdog, reused.
+  EventPool events;
   // The references to each output's storage when nothing outside held
   // one: this graph's outputs and the views' bases among them.
   std::unordered_map<const c10::StorageImpl*, size_t> held_by_graph;
@@ -329,8 +331,8 @@ std::vector<at::Tensor> ProgramGraphs::replay(Graph& graph, uint64_t run) {
   if (communicator_ != nullptr) {
     // A replay waits for peers as the communications in it do: bounded the
     // same way, as a whole.
-    Event done =
-        recordEvent(c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    Event done = graph.events.record(
+        c10::cuda::getCurrentCUDAStream(device_.index()).stream());
     Watchdog::Entry entry;
     entry.finished = [done] { return eventFinished(done); };
     entry.describe = [rank = communicator_->rank()] {

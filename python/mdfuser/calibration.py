@@ -194,6 +194,11 @@ def load_or_measure(device: torch.device) -> dict[str, float]:
     return model
 
 
+# The models set in this process, by device type: what execute's call of
+# ensure_machine_model finds at once.
+_models: dict[str, dict[str, float]] = {}
+
+
 def set_machine_model(device_type: str, model: dict[str, float]) -> None:
     """Sets the model this process chooses chunk counts with on
     `device_type` ('cpu' or 'cuda'); every rank of a job must set the same
@@ -203,6 +208,7 @@ def set_machine_model(device_type: str, model: dict[str, float]) -> None:
     if missing:
         raise ValueError(f"a machine model needs {', '.join(FIELDS)}; missing {sorted(missing)}")
     _C._set_machine_model(device_type, **{k: float(model[k]) for k in FIELDS})
+    _models[device_type] = dict(model)
 
 
 def machine_model(device_type: str) -> dict[str, float] | None:
@@ -214,7 +220,7 @@ def machine_model(device_type: str) -> dict[str, float] | None:
 def ensure_machine_model(device: torch.device) -> dict[str, float]:
     """The model for `device`'s type, set on first use: one rank of the job
     loads or measures it, the others read it from the job's store."""
-    model = machine_model(device.type)
+    model = _models.get(device.type) or machine_model(device.type)
     if model is not None:
         return model
     comm = _C.Communicator.instance()

@@ -28,9 +28,17 @@ def _split_arguments(inputs) -> tuple[list[torch.Tensor], list]:
     return tensors, scalars
 
 
+# Whether this process is one of a job of several, once asked.
+_several: bool | None = None
+
+
 def _several_processes() -> bool:
-    """Whether this process is one of a job of several."""
-    return _C.Communicator.instance().size() > 1
+    """Whether this process is one of a job of several (its communicator's
+    size, fixed for the process's life)."""
+    global _several
+    if _several is None:
+        _several = _C.Communicator.instance().size() > 1
+    return _several
 
 
 def _is_dtensor(t: torch.Tensor) -> bool:
@@ -83,6 +91,12 @@ class FusionExecutorCache:
             )
         self._fusion = fusion
         self._cache = _C._FusionExecutorCache(fusion)
+        # What every execute reads of the fusion, read once: its inputs,
+        # each with whether it is a tensor (fixed once defined), and
+        # whether it lets mdfuser choose the stream chunk count (fixed once
+        # a program is compiled, which freezes the schedule).
+        self._inputs: list[tuple[Any, bool]] | None = None
+        self._chooses_stream_chunks: bool | None = None
 
     def fusion(self) -> _C.Fusion:
         """The fusion it compiles."""
@@ -110,16 +124,21 @@ class FusionExecutorCache:
             self._cache.note_failed_run(f"{type(e).__name__}: {e}", isinstance(e, TypeError))
             raise
         tensors, scalars = _split_arguments(inputs)
-        cuda = [t.device for t in tensors if t.is_cuda]
-        if self._fusion.chooses_stream_chunks or (cuda and _several_processes()):
+        cuda = next((t.device for t in tensors if t.is_cuda), None)
+        chooses = self._chooses_stream_chunks
+        if chooses is None:
+            chooses = self._fusion.chooses_stream_chunks
+        if chooses or (cuda is not None and _several_processes()):
             # The machine's model chooses the stream chunk count, and on
             # GPUs whether the rings' first GEMMs go first.
             from mdfuser.calibration import ensure_machine_model
 
-            ensure_machine_model(cuda[0] if cuda else torch.device("cpu"))
-        return self._cache.execute(
+            ensure_machine_model(cuda if cuda is not None else torch.device("cpu"))
+        outputs = self._cache.execute(
             tensors, scalars, list(_enable_options), list(_disable_options), backend
         )
+        self._chooses_stream_chunks = chooses
+        return outputs
 
     def get_output_shardings(self) -> list:
         """Per output of the most recently run program, its mesh and
@@ -143,16 +162,20 @@ class FusionExecutorCache:
                 "execute: auto_schedule=False asks for manual scheduling, which mdfuser does "
                 "not have; it schedules every fusion itself"
             )
-        if isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence):
+        if type(inputs) not in (list, tuple) and (
+            isinstance(inputs, torch.Tensor) or not isinstance(inputs, Sequence)
+        ):
             raise TypeError(f"execute expects a list of torch.Tensor, got {type(inputs).__name__}")
-        defined = self._fusion.inputs()
+        if self._inputs is None:
+            self._inputs = [(v, v.is_tensor()) for v in self._fusion.inputs()]
+        defined = self._inputs
         if len(inputs) != len(defined):
             raise ValueError(
                 f"execute expected {len(defined)} inputs (one per define_tensor and "
                 f"define_scalar(None), in their order), got {len(inputs)}"
             )
-        for i, (t, v) in enumerate(zip(inputs, defined)):
-            if not v.is_tensor():
+        for i, (t, (v, is_tensor)) in enumerate(zip(inputs, defined)):
+            if not is_tensor:
                 # A scalar input: execute checks its kind against the dtype.
                 if not _is_number(t):
                     raise TypeError(
@@ -164,7 +187,7 @@ class FusionExecutorCache:
                 raise TypeError(
                     f"execute: input {i} must be a torch.Tensor, got {type(t).__name__}"
                 )
-            if _is_dtensor(t):
+            if type(t) is not torch.Tensor and _is_dtensor(t):
                 raise TypeError(
                     f"execute: input {i} is a DTensor, but execute takes this rank's local "
                     "shards as plain tensors; pass DTensors to "
@@ -174,7 +197,9 @@ class FusionExecutorCache:
             ("_enable_options", _enable_options),
             ("_disable_options", _disable_options),
         ):
-            if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+            if isinstance(options, str) or (
+                options and not all(isinstance(o, str) for o in options)
+            ):
                 raise TypeError(f"execute: {name} must be a list of option names")
         if backend is not None and not isinstance(backend, CommunicatorBackend):
             raise TypeError(

@@ -76,6 +76,19 @@ def test_the_measured_model_chooses_a_count_that_divides_the_rows(
     assert model is not None and all(model[k] >= 0 for k in calibration.FIELDS)
 
 
+def test_ensure_finds_the_model_last_set(multidevice_test, machine_model):
+    """execute asks for the model at every call: ensure_machine_model
+    answers from what this process set last, the same as the runtime's."""
+    device = multidevice_test.device
+    machine_model(statement_seconds=1.0)
+    first = calibration.ensure_machine_model(device)
+    assert first["statement_seconds"] == 1.0
+    machine_model(statement_seconds=2.0)
+    second = calibration.ensure_machine_model(device)
+    assert second["statement_seconds"] == 2.0
+    assert calibration.machine_model(device.type)["statement_seconds"] == 2.0
+
+
 def test_free_chunks_give_the_most_chunks(multidevice_test, machine_model):
     """With free statements and steps, more chunks hide more of the
     allreduce: 12 is the largest divisor of 24 up to 16. On one device the
