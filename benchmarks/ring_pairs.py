@@ -11,12 +11,11 @@ replayed as CUDA graphs, else a collective per stream chunk), mdfuser_ring
 (rings of point-to-point moves on NCCL or Gloo), mdfuser_cuda (the rings on
 copy engines, statement by statement), mdfuser_graph and mdfuser_cuda_graph
 (NCCL's collectives and the CUDA backend's rings replayed as CUDA graphs),
-mdfuser_fused (the allgather + GEMM and GEMM + reduce-scatter kernels of
-sm_90a, _enable_options=["fused_matmul_communication"]),
-mdfuser_fused_pulled (linear_rs only: the GEMM + reduce-scatter kernel whose
-owners pull the partial sums, "fused_reduce_scatter_pulls" enabled too), torch_fused
-(PyTorch's async-TP ops),
-torch_no_overlap, gemm_only and comm_only. See benchmarks/README.md.
+mdfuser_fused (the allgather + GEMM kernel and the GEMM + reduce-scatter
+kernel whose owners pull the partial sums, of sm_90a,
+_enable_options=["fused_matmul_communication"]), torch_fused (PyTorch's
+async-TP ops), torch_no_overlap, gemm_only and comm_only. See
+benchmarks/README.md.
 
     torchrun --nproc-per-node 8 benchmarks/ring_pairs.py --json rings.json
     torchrun --nproc-per-node 2 benchmarks/ring_pairs.py --benchmarks linear_rs --k 2048
@@ -237,12 +236,6 @@ def symmetric_memory_group() -> str:
     return name
 
 
-def pulls_apply(pair, variant: str) -> bool:
-    """Whether `variant` runs for `pair`: mdfuser_fused_pulled only for
-    linear_rs (the allgather's kernel is mdfuser_fused's)."""
-    return variant != "mdfuser_fused_pulled" or pair.name == "linear_rs"
-
-
 def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str]]:
     """execute's keyword arguments by mdfuser variant this run can time,
     and the reasons for those it cannot."""
@@ -251,15 +244,11 @@ def mdfuser_variants(cuda: bool, d: int) -> tuple[dict[str, dict], dict[str, str
     )
     skipped = {}
     if cuda and d > 1 and torch.cuda.get_device_capability() == (9, 0):
-        # The allgather + GEMM and GEMM + reduce-scatter kernels (sm_90a);
-        # by default graphs replay the first, not the second.
+        # The allgather + GEMM and GEMM + reduce-scatter kernels (sm_90a),
+        # replayed as CUDA graphs by default.
         runnable["mdfuser_fused"] = {
             "backend": CommunicatorBackend.cuda,
             "_enable_options": [FUSED],
-        }
-        runnable["mdfuser_fused_pulled"] = {
-            "backend": CommunicatorBackend.cuda,
-            "_enable_options": [FUSED, "fused_reduce_scatter_pulls"],
         }
     elif cuda and d > 1:
         skipped["mdfuser_fused"] = "the fused kernel is built for sm_90a (Hopper)"
@@ -373,8 +362,6 @@ class Bench:
         s = max(pair.fds)
         runnable, _ = mdfuser_variants(self.cuda, self.d)
         for variant, kwargs in runnable.items():
-            if not pulls_apply(pair, variant):
-                continue
             fd = pair.define(s)
             fd.execute(pair.inputs[s], **kwargs)
             self.timer.sync()
@@ -390,23 +377,21 @@ class Bench:
 
     def kernels(self, pair: Pair, runnable: dict[str, dict]) -> None:
         """--profile on GPUs: the CUDA kernels and copies of one call of the
-        GEMM alone, of the default at the largest s and of the fused kernel
-        (one chunk), rank 0: what each spends its device time on."""
+        GEMM alone, of the default at the largest s and at one chunk, and of
+        the fused kernel (one chunk), rank 0: what each spends its device
+        time on."""
         s = max(pair.fds)
         default = pair.define(s)
         runs = [
             ("gemm_only", pair.parts["gemm_only"]),
             (f"mdfuser s={s}", lambda: default.execute(pair.inputs[s])),
         ]
-        for variant in ("mdfuser_fused", "mdfuser_fused_pulled"):
-            if variant in runnable and 1 in pair.fds and pulls_apply(pair, variant):
-                fused, kwargs = pair.define(1), runnable[variant]
-                runs.append(
-                    (
-                        f"{variant} s=1",
-                        lambda fd=fused, kw=kwargs: fd.execute(pair.inputs[1], **kw),
-                    )
-                )
+        if s != 1 and 1 in pair.fds:
+            one = pair.define(1)
+            runs.append(("mdfuser s=1", lambda: one.execute(pair.inputs[1])))
+        if "mdfuser_fused" in runnable and 1 in pair.fds:
+            fused, kwargs = pair.define(1), runnable["mdfuser_fused"]
+            runs.append(("mdfuser_fused s=1", lambda: fused.execute(pair.inputs[1], **kwargs)))
         activities = [torch.profiler.ProfilerActivity.CUDA]
         for name, run in runs:
             # Set up (and, for the default, captured) outside the profile;
@@ -442,8 +427,6 @@ class Bench:
             inputs, expected = pair.inputs[s], None
             for variant, kwargs in runnable.items():
                 name = f"{pair.name} {variant} s={s}"
-                if not pulls_apply(pair, variant):
-                    continue
                 fd = first if variant == "mdfuser" else pair.define(s)
                 run = lambda fd=fd, i=inputs, kw=kwargs: fd.execute(i, **kw)[0]  # noqa: E731
                 asked = kwargs.get("_enable_options", [])

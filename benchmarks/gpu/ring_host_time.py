@@ -10,9 +10,9 @@ For each pair of ring_pairs.py at h = t = 8192 and --k (default 2048), and
 the row-parallel linear + allreduce at the balanced shape of
 row_parallel_linear.py (h = 1024, t = 65536), and each s: `mdfuser_cuda`
 (the statements one by one, cuda_graph disabled) and `mdfuser_cuda_graph`
-(the cuda_graph option); on Hopper also `linear_rs_pulled`, the linear +
+(the cuda_graph option); on Hopper also `linear_rs_fused`, the linear +
 reduce-scatter as the fused kernel that pulls the partial sums (s = 1, the
-one statement, fused_reduce_scatter_pulls), the same two ways; checked
+one statement, fused_matmul_communication), the same two ways; checked
 equal bit for bit, then --iters calls of each taking
 turns, each call started on an idle GPU, the ranks issuing theirs one
 after the other (a rank's host time is taken while the other's host is
@@ -58,14 +58,14 @@ from mdfuser import CommunicatorBackend, DataType, PythonProfiler  # noqa: E402
 from mdfuser.multidevice import Communicator, shard_tensor  # noqa: E402
 
 CUDA = CommunicatorBackend.cuda
-PULLS = ["fused_matmul_communication", "fused_reduce_scatter_pulls"]
+FUSED = ["fused_matmul_communication"]
 COLUMNS = ["pair", "s", "statements", "cuda_us", "cuda_graph_us", "ratio", "graph_queued_us"]
 WIDTHS = [20, 3, 11, 10, 14, 7, 16]
 
 
 @dataclass
 class Result(RunInfo):
-    benchmark: str  # ag_linear, linear_rs, row_parallel_linear
+    benchmark: str  # ag_linear, linear_rs, row_parallel_linear, linear_rs_fused
     num_chunks: int
     statements: int  # host-IR statements one call runs
     mdfuser_cuda_host_us: float  # median host µs per call
@@ -88,7 +88,7 @@ def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
     elif name == "ag_linear":
         make = lambda: allgather_linear(d, s, k, 4 * h, dtype=DataType.BFloat16)  # noqa: E731
         full = [torch.randn(t, k, generator=g), torch.randn(4 * h, k, generator=g)]
-    else:  # linear_rs, linear_rs_pulled
+    else:  # linear_rs, linear_rs_fused
         make = lambda: linear_reduce_scatter(d, s, d * k, h, dtype=DataType.BFloat16)  # noqa: E731
         full = [torch.randn(t, d * k, generator=g), torch.randn(h, d * k, generator=g)]
     fds = make(), make()  # one fusion per variant
@@ -102,10 +102,10 @@ def pair_inputs(name: str, d: int, s: int, h: int, t: int, k: int, device):
 def variants(name: str) -> tuple[dict, dict]:
     """execute's options of `name`'s two variants: its statements one by
     one, and replayed as CUDA graphs."""
-    if name == "linear_rs_pulled":
+    if name == "linear_rs_fused":
         return (
-            {"backend": CUDA, "_enable_options": PULLS, "_disable_options": ["cuda_graph"]},
-            {"backend": CUDA, "_enable_options": [*PULLS, "cuda_graph"]},
+            {"backend": CUDA, "_enable_options": FUSED, "_disable_options": ["cuda_graph"]},
+            {"backend": CUDA, "_enable_options": [*FUSED, "cuda_graph"]},
         )
     return (
         {"backend": CUDA, "_disable_options": ["cuda_graph"]},
@@ -155,12 +155,12 @@ def main() -> None:
     info = run_info(device)
     names = ["ag_linear", "linear_rs", "row_parallel_linear"]
     if torch.cuda.get_device_capability(device) == (9, 0):
-        names.append("linear_rs_pulled")
+        names.append("linear_rs_fused")
     for name in names:
         # The row-parallel linear at its balanced shape (doc/benchmarks.md).
         h, t = (1024, 65536) if name == "row_parallel_linear" else (8192, 8192)
         # The fused statement is made outside Stream loops only.
-        chunks = [1] if name == "linear_rs_pulled" else args.chunks.split(",")
+        chunks = [1] if name == "linear_rs_fused" else args.chunks.split(",")
         for s in (int(c) for c in chunks):
             (eager_fd, graph_fd), inputs = pair_inputs(name, d, s, h, t, args.k, device)
             statements_options, graph_options = variants(name)

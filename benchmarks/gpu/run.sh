@@ -55,9 +55,8 @@
 #
 # --kernels builds and runs benchmarks/kernels' gemm_tiles on GPU 0 (Hopper):
 # the fused kernels' GEMM in each tile shape against cuBLAS on the same
-# operands, their sum of parts against torch's add, and the reduce-scatter
-# kernel that pulls the partial sums with its peers simulated on the GPU
-# (results/gemm_tiles.json).
+# operands, and the reduce-scatter kernel, which pulls the partial sums,
+# with its peers simulated on the GPU (results/gemm_tiles.json).
 #
 # --sweep replaces the benchmark runs with a sweep of NCCL settings at the
 # largest world size (stream priority, number of channels).

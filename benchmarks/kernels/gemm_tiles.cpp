@@ -2,10 +2,9 @@
 //
 // gemm_tiles: the fused kernels' CUTLASS GEMM in each tile shape of
 // gemm_tiles_config.cu, along N and along M, against cuBLAS (at::mm) on
-// the same operands in the same run; and the reduce-scatter kernel's sum of
-// parts (kernels::launchSumOfParts) against torch's add and a plain copy.
-// One GPU, BFloat16. Prints a table and, with --json PATH, writes the
-// records.
+// the same operands in the same run; and the GEMM + reduce-scatter kernel,
+// its peers simulated, against cuBLAS's GEMM. One GPU, BFloat16. Prints a
+// table and, with --json PATH, writes the records.
 //
 //   gemm_tiles [--shapes MxNxK,...] [--iters N] [--json PATH]
 //
@@ -27,7 +26,6 @@
 #include <cuda_runtime_api.h>
 
 #include "gemm_tiles.h"
-#include "kernels/gemm_reduce_scatter.h"
 #include "kernels/gemm_reduce_scatter_pulled.h"
 
 namespace mdfuser::bench {
@@ -210,95 +208,6 @@ void benchGemms(
               error));
         }
       }
-    }
-  }
-}
-
-// The sum of `parts` parts of rows x cols elements, as the reduce-scatter
-// sums each member's rows, against a copy of one part (the memory's pace)
-// and, of two parts, torch's add.
-void benchSums(int iters, std::vector<std::string>& json) {
-  const at::TensorOptions options =
-      at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  std::printf("\nsum of parts (bf16)\n  %-22s %9s %9s\n", "case", "ms", "GB/s");
-  for (auto [parts, rows] :
-       {std::pair<int, int64_t>{2, 4096}, {4, 2048}, {8, 1024}}) {
-    const int64_t cols = 8192;
-    std::vector<at::Tensor> terms;
-    std::vector<const void*> pointers;
-    for (int p = 0; p < parts; ++p) {
-      terms.push_back(at::randn({rows, cols}, options));
-      pointers.push_back(terms.back().data_ptr());
-    }
-    at::Tensor out = at::empty({rows, cols}, options);
-    const std::string shape = std::to_string(parts) + " x " +
-                              std::to_string(rows) + "x" + std::to_string(cols);
-    const double bytes = 2.0 * rows * cols * (parts + 1);
-    auto sum = [&] {
-      check(
-          kernels::launchSumOfParts(
-              kernels::GemmDtype::kBFloat16,
-              pointers,
-              out.data_ptr(),
-              out.numel(),
-              stream),
-          "launchSumOfParts");
-    };
-    sum();
-    at::Tensor expected = terms[0].to(at::kFloat);
-    for (int p = 1; p < parts; ++p) {
-      expected += terms[p].to(at::kFloat);
-    }
-    const double error =
-        (out.to(at::kFloat) - expected).abs().max().item<double>();
-    const double ms = medianMs(sum, iters, stream);
-    const double copy_ms =
-        medianMs([&] { out.copy_(terms[0]); }, iters, stream);
-    const double copy_bytes = 4.0 * rows * cols;
-    std::printf(
-        "  %-22s %9.4f %9.0f  (max error %.3g)\n",
-        ("sum " + shape).c_str(),
-        ms,
-        bytes / ms / 1e6,
-        error);
-    std::printf(
-        "  %-22s %9.4f %9.0f\n",
-        "copy of one part",
-        copy_ms,
-        copy_bytes / copy_ms / 1e6);
-    json.push_back(record(
-        "sum",
-        "mdfuser sum of parts",
-        shape,
-        ms,
-        0,
-        bytes / ms / 1e6,
-        ms / copy_ms,
-        error));
-    json.push_back(record(
-        "sum",
-        "copy of one part",
-        shape,
-        copy_ms,
-        0,
-        copy_bytes / copy_ms / 1e6,
-        1.0,
-        0));
-    if (parts == 2) {
-      const double add_ms = medianMs(
-          [&] { at::add_out(out, terms[0], terms[1]); }, iters, stream);
-      std::printf(
-          "  %-22s %9.4f %9.0f\n", "torch add", add_ms, bytes / add_ms / 1e6);
-      json.push_back(record(
-          "sum",
-          "torch add",
-          shape,
-          add_ms,
-          0,
-          bytes / add_ms / 1e6,
-          add_ms / ms,
-          0));
     }
   }
 }
@@ -487,7 +396,6 @@ int main(int argc, char** argv) {
     }
     std::vector<std::string> json;
     benchGemms(parseShapes(shapes), iters, json);
-    benchSums(iters, json);
     benchPulled(iters, json);
     if (!json_path.empty()) {
       std::ofstream out(json_path);

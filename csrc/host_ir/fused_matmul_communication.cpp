@@ -75,7 +75,6 @@ LinearReduceScatter::LinearReduceScatter(
     TensorView* in,
     TensorView* weight,
     TensorView* out,
-    bool pulls,
     int64_t axis)
     : FusedMatmulCommunication(
           container,
@@ -84,7 +83,6 @@ LinearReduceScatter::LinearReduceScatter(
           in,
           weight,
           out,
-          axis),
-      pulls_(pulls) {}
+          axis) {}
 
 } // namespace mdfuser::hir

@@ -33,7 +33,7 @@ class FusedMatmulCommunication : public HostExpr {
   // The pair in words, for messages: "allgather + linear".
   virtual std::string_view pairName() const = 0;
   // The kernel that computes it: "sm90" (Hopper's), or, for a
-  // LinearReduceScatter whose members pull the partial sums, "sm90_pulls".
+  // LinearReduceScatter, whose members pull the partial sums, "sm90_pulls".
   virtual std::string_view kernelName() const {
     return "sm90";
   }
@@ -82,11 +82,9 @@ class AllgatherLinear : public FusedMatmulCommunication {
 // out = reduce_scatter(linear(in, weight)) over `team` along the rows:
 // `in` [M, K] and `weight` [N, K] hold this device's part of K, `out`
 // [M / d, N] its rows of the sum. The kernel computes the peers' rows
-// first and sends each peer its partial sum as soon as it is finished
-// (copy engines), while it computes the next; or, with `pulls`, each
-// member's pulling CTAs read the peers' partial sums of its rows as they
-// are stored, and the kernel adds them to its own (no copy engine: a CUDA
-// graph can replay it).
+// first, and each member's pulling CTAs read the peers' partial sums of
+// its rows as they are stored, which the kernel adds to its own (no copy
+// engine: a CUDA graph can replay it).
 class LinearReduceScatter : public FusedMatmulCommunication {
  public:
   LinearReduceScatter(
@@ -95,14 +93,10 @@ class LinearReduceScatter : public FusedMatmulCommunication {
       TensorView* in,
       TensorView* weight,
       TensorView* out,
-      bool pulls = false,
       int64_t axis = 0);
 
-  bool pulls() const {
-    return pulls_;
-  }
   std::string_view kernelName() const override {
-    return pulls_ ? "sm90_pulls" : "sm90";
+    return "sm90_pulls";
   }
 
   std::string_view opName() const override {
@@ -111,9 +105,6 @@ class LinearReduceScatter : public FusedMatmulCommunication {
   std::string_view pairName() const override {
     return "linear + reduce-scatter";
   }
-
- private:
-  bool pulls_;
 };
 
 } // namespace mdfuser::hir

@@ -46,10 +46,6 @@ struct LoweringOptions {
   // kCuda, or `fused_kernels_available` false) is a user error, raised
   // before anything is lowered.
   FusedMatmulChoice fused_matmul_communication = FusedMatmulChoice::kOff;
-  // The LinearReduceScatter statements use the kernel whose members pull
-  // the partial sums of their rows (LinearReduceScatter::pulls) rather than
-  // the one whose copy engines send them.
-  bool fused_reduce_scatter_pulls = false;
   // Whether this device and build have the fused kernels
   // (fusedMatmulKernelsAvailable in runtime/fused_matmul.h), set by the
   // runtime.

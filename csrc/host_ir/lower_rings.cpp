@@ -244,8 +244,8 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
                                   static_cast<int64_t>(team.size()),
                                   p.axis,
                                   extentInScope(p.linear->in(), p.axis)))) {
-    scope_->pushBack(hic_.create<LinearReduceScatter>(
-        team, p.in, p.weight, out, options_.fused_reduce_scatter_pulls));
+    scope_->pushBack(
+        hic_.create<LinearReduceScatter>(team, p.in, p.weight, out));
     return true;
   }
   if (direct) {

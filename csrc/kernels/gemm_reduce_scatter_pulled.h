@@ -95,7 +95,7 @@ struct PulledReduceScatterArgs {
   int device = 0;
 
   MDFUSER_HOST_DEVICE int64_t blockRows() const {
-    return (rows + blocks - 1) / blocks;
+    return kernels::blockRows(rows, blocks);
   }
 };
 

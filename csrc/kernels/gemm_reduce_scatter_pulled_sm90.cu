@@ -10,6 +10,7 @@
 
 #include <climits>
 #include <memory>
+#include <vector>
 
 #include "kernels/pull_partials.cuh"
 #include "kernels/sm90_gemm.cuh"
@@ -34,20 +35,6 @@ struct PulledSteps {
   int32_t* status = nullptr;
   int64_t timeout_ns = 0;
 };
-
-// The blocks of a member's rows whose rows a tile of the batch holds,
-// [lo, hi]; lo > hi for a tile past the rows.
-CUTLASS_HOST_DEVICE Blocks
-blocksOfBatchTile(const PulledSteps& s, int64_t first_row, int64_t tile_rows) {
-  if (first_row >= s.rows) {
-    return {};
-  }
-  const int64_t end =
-      first_row + tile_rows < s.rows ? first_row + tile_rows : s.rows;
-  return {
-      static_cast<int32_t>(first_row / s.block_rows),
-      static_cast<int32_t>((end - 1) / s.block_rows)};
-}
 
 // The rotated scheduler (not rotated: batch l holds member me + 1 + l's
 // rows, this member's own last), with
@@ -106,11 +93,14 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
     return tile.L_idx == params_.payload.members - 1;
   }
 
+  // The blocks of its member's rows that a tile of a batch holds.
   CUTLASS_DEVICE Blocks blocksOf(const WorkTileInfo& tile) const {
-    return blocksOfBatchTile(
-        params_.payload,
+    const PulledSteps& s = params_.payload;
+    return blocksOfTile(
         int64_t(tile.M_idx) * params_.tile_rows,
-        params_.tile_rows);
+        params_.tile_rows,
+        s.rows,
+        s.block_rows);
   }
 
   CUTLASS_DEVICE void waitForSum(const WorkTileInfo& tile) {
@@ -377,9 +367,8 @@ std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
       args.me >= args.members) {
     return "the kernel takes teams of 2 to 16 members";
   }
-  if (args.blocks < 1 || args.blocks > kPulledMaxBlocks ||
-      args.blocks > args.rows ||
-      (args.blocks - 1) * args.blockRows() >= args.rows) {
+  if (args.blocks > kPulledMaxBlocks ||
+      !everyBlockHoldsRows(args.rows, args.blocks)) {
     return "each member's rows must fill 1 to 8 blocks";
   }
   if (std::string refusal = sm90::problemRefusal(problemOf(args));
@@ -398,17 +387,10 @@ std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
 void planPulledReduceScatter(PulledReduceScatterArgs& args) {
   withPulledGemm(args, [&](auto gemm, auto) {
     using Gemm = decltype(gemm);
-    const PulledSteps s = stepsOf(args, Gemm::kClusterRows);
-    const auto tiles_n =
-        static_cast<uint32_t>((args.n + Gemm::kTileCols - 1) / Gemm::kTileCols);
+    const std::vector<uint32_t> tiles = tilesOfBlocks(
+        args.rows, args.blocks, args.n, Gemm::kTileRows, Gemm::kTileCols);
     for (int32_t b = 0; b < kPulledMaxBlocks; ++b) {
-      args.pulls.block_tiles[b] = 0;
-    }
-    for (int64_t first = 0; first < args.rows; first += Gemm::kTileRows) {
-      const Blocks held = blocksOfBatchTile(s, first, Gemm::kTileRows);
-      for (int32_t b = held.lo; b <= held.hi; ++b) {
-        args.pulls.block_tiles[b] += tiles_n;
-      }
+      args.pulls.block_tiles[b] = b < args.blocks ? tiles[b] : 0;
     }
   });
 }

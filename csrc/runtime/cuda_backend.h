@@ -87,31 +87,21 @@ class CudaBackend {
   // Channels a team offers: at most this many streams post permutes.
   static constexpr int64_t kChannels = 256;
 
-  // The moves of a fused matmul (runtime/fused_matmul.h), posted on
-  // `stream` over `team` on `channel`: for j = 1 .. d - 1, the member j
-  // places on, `to`, gets the pushes `push(to)`, once `to` has freed the
-  // place (its previous kernel read it): each push's rows go into `to`'s
-  // copy of `place` (a view of a symmetric buffer) from its row
-  // `row_offset` on, after, where the push has a counter, the counter
-  // (this member's device memory, which a kernel raises) reaches its count
-  // (it is then cleared); then this member's arrival flag rises there.
-  // Returns this member's arrival flags of `channel`, one uint32 per
-  // member in team order, and an event after the moves. A kernel waits on
-  // the flags and clearArrivals clears them, or receiveArrivals does both
-  // on a stream.
-  struct RowPush {
-    at::Tensor from;
-    int64_t row_offset = 0;
-    uint32_t* counter = nullptr;
-    uint32_t count = 0;
-  };
+  // The moves of a fused allgather + linear (runtime/fused_matmul.h),
+  // posted on `stream` over `team` on `channel`: for j = 1 .. d - 1, once
+  // the member j places on has freed the place (its previous kernel read
+  // it), `rows` go into that member's copy of `place` (a view of a
+  // symmetric buffer of `rows`' sizes), then this member's arrival flag
+  // rises there. Returns this member's arrival flags of `channel`, one
+  // uint32 per member in team order, and an event after the moves. A
+  // kernel waits on the flags, and clearArrivals clears them.
   struct RowPushes {
     const uint32_t* arrived = nullptr;
     std::shared_ptr<CUevent_st> done;
   };
   RowPushes pushRows(
       const std::vector<int64_t>& team,
-      const std::function<std::vector<RowPush>(int64_t to)>& push,
+      const at::Tensor& rows,
       const at::Tensor& place,
       int64_t channel,
       CUstream_st* stream,
@@ -122,14 +112,6 @@ class CudaBackend {
   // the peers that their places are free).
   void clearArrivals(
       const std::vector<int64_t>& team, int64_t channel, CUstream_st* stream);
-  // Makes `stream` wait until every peer's rows of `channel` have arrived,
-  // then clears the flags; the watchdog bounds the wait.
-  void receiveArrivals(
-      const std::vector<int64_t>& team,
-      int64_t channel,
-      CUstream_st* stream,
-      std::shared_ptr<const std::string> what,
-      uint64_t run);
 
   // Has the watchdog bound the work just posted on `stream`, a kernel that
   // waits in the kernel for the peers of `members` (a fused statement's):

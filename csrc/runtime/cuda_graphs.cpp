@@ -28,33 +28,8 @@ namespace mdfuser {
 
 namespace {
 
-// Why a graph cannot replay `expr`, or nullptr. The fused linear +
-// reduce-scatter's copies wait, on a stream of their own, for the counts
-// its kernel raises: posted after the kernel they cannot hold it back, but
-// a graph launches the two branches in an order of its own, and a wait
-// launched first into the GPU hardware queue the kernel then follows would
-// wait for it for ever. (The allgather's copies wait only for the peers;
-// the reduce-scatter's kernel that pulls the partial sums has no copies,
-// its waits all in the kernel.)
-const char* notReplayable(const Expr* expr) {
-  const auto* scatter = dynamic_cast<const hir::LinearReduceScatter*>(expr);
-  if (scatter != nullptr && !scatter->pulls()) {
-    return "the cuda_graph option does not replay the fused linear + "
-           "reduce-scatter kernel whose copy engines send the partial sums "
-           "(fused_matmul_communication): its copies wait for the kernel's "
-           "counts on a stream of their own, and a graph may launch that "
-           "wait ahead of the kernel into one hardware queue; ask for one "
-           "of the two, or for the kernel that pulls them "
-           "(fused_reduce_scatter_pulls): ";
-  }
-  return nullptr;
-}
-
 // The user errors of one statement (see checkCudaGraphs of a program).
 void checkStatement(const Expr* expr) {
-  if (const char* why = notReplayable(expr)) {
-    MDF_USER_ERROR(why, expr->toString());
-  }
   if (const auto* op = dynamic_cast<const TensorOp*>(expr)) {
     MDF_USER_CHECK(
         op->type() != OpType::Uniform && op->type() != OpType::Normal,
@@ -95,10 +70,8 @@ bool useCudaGraphsByDefault(
                    op->type() != OpType::Normal;
     } else if (
         dynamic_cast<const hir::FusedMatmulCommunication*>(expr) != nullptr) {
-      // The CUDA backend's kernel and moves, replayed as its rings are,
-      // where a graph can (notReplayable).
+      // The CUDA backend's kernels and moves, replayed as its rings are.
       moves = true;
-      replayable = replayable && notReplayable(expr) == nullptr;
     }
   });
   return moves && replayable;

@@ -124,9 +124,8 @@ class ProgramGraphs {
 };
 
 // The user errors of the cuda_graph option, raised when `program` is
-// compiled: CPU tensors, random numbers drawn anew at every run (a replay
-// would draw the same), and the fused LinearReduceScatter whose copy
-// engines send the partial sums (the kernel that pulls them is replayed).
+// compiled: CPU tensors, and random numbers drawn anew at every run (a
+// replay would draw the same).
 void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 
 // Whether execute replays `program` as CUDA graphs when the cuda_graph
@@ -138,9 +137,7 @@ void checkCudaGraphs(const hir::HostIrContainer& program, c10::Device device);
 // slower (doc/runtime.md#cuda-graphs); NCCL's collectives gained no GPU
 // time replayed, and programs without communication are left as the
 // caller's (torch.cuda.graphs captures them whole). The fused
-// AllgatherLinear and the LinearReduceScatter that pulls are replayed; a
-// program with the LinearReduceScatter whose copy engines send is not
-// (checkCudaGraphs refuses it).
+// AllgatherLinear and LinearReduceScatter are replayed too.
 bool useCudaGraphsByDefault(
     const hir::HostIrContainer& program, c10::Device device);
 

@@ -258,7 +258,6 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   lowering.direct_reduce_scatter = options.direct_reduce_scatter;
   lowering.fused_matmul_communication =
       fusedMatmulChoice(options.fused_matmul_communication);
-  lowering.fused_reduce_scatter_pulls = options.fused_reduce_scatter_pulls;
   lowering.fused_kernels_available = fusedMatmulKernelsAvailable(device);
   checkFusedMatmulRequest(
       lowering.fused_matmul_communication, whyNoFusedKernels(device, lowering));

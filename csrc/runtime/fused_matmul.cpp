@@ -122,9 +122,7 @@ void fusedAllgatherLinear(
   MDF_CUDA_CHECK(cudaStreamWaitEvent(s.moves, before.get(), 0));
   const CudaBackend::RowPushes pushes = backend.pushRows(
       team,
-      [&](int64_t) {
-        return std::vector<CudaBackend::RowPush>{CudaBackend::RowPush{in}};
-      },
+      in,
       place,
       s.channel,
       s.moves,

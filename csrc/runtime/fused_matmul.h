@@ -30,11 +30,12 @@ class CudaBackend;
 // Σ_members in[M, K] · weight[N, K]^T, each member holding its own `in`
 // and `weight` (K split among them) and receiving rows [i M / d, (i + 1)
 // M / d) of the sum. The GEMM kernel computes the tiles of the peers' rows
-// first, peer after peer, and counts each peer's finished tiles; a copy
-// engine sends a peer its rows as soon as they are all finished, into that
-// peer's receive buffer (symmetric memory), while the kernel computes the
-// next peer's and then this member's own; the member sums what it received
-// and its own rows.
+// first, peer after peer, into this member's partial sums (symmetric
+// memory), and counts each block of them stored; CTAs of the same launch
+// pull the peers' partial sums of this member's rows as the peers count
+// them stored, and the epilogue of this member's own rows adds them
+// (kernels/gemm_reduce_scatter_pulled.h). No copy engine, nothing after
+// the kernel.
 
 // Whether this build has the fused kernels and `device` can run them
 // (compute capability 9.0).
@@ -65,8 +66,8 @@ void fusedAllgatherLinear(
     const std::string& what,
     uint64_t run);
 
-// Raises, once, the error an allgather + linear kernel of `backend` left
-// (a peer whose rows did not arrive within the bound), as that
+// Raises, once, the error a fused kernel of `backend` left (a peer whose
+// rows or partial sums did not arrive within the bound), as that
 // statement's next call does. For CUDA graph replays, which run no
 // statement's host code; nothing where no kernel left one.
 void raiseFusedKernelErrors(CudaBackend& backend);
@@ -75,25 +76,11 @@ void raiseFusedKernelErrors(CudaBackend& backend);
 // in · weight^T along the rows, through `backend`'s symmetric memory.
 // in: [M, K], weight: [N, K] (this member's part of K), out: [M / d, N],
 // all contiguous, of one dtype (BFloat16 or Half), on the backend's device;
-// M a multiple of d. `key`, `what` and `run` as for fusedAllgatherLinear. A
-// peer that never frees its receive buffer or never sends its rows: the
-// watchdog reports it, naming this rank, the peer and `what`.
-//
-// fusedLinearReduceScatterPulled computes the same with the kernel whose
-// members pull the partial sums of their rows from the peers
-// (kernels/gemm_reduce_scatter_pulled.h): one launch, no copy engine,
-// nothing after the kernel; its waits are the kernel's, so that a CUDA graph
-// can replay it. A peer whose partial sums do not come: the watchdog reports
-// it, and the statement's next call raises the error the kernel left.
-void fusedLinearReduceScatter(
-    CudaBackend& backend,
-    const std::vector<int64_t>& team,
-    const at::Tensor& in,
-    const at::Tensor& weight,
-    const at::Tensor& out,
-    const std::string& key,
-    const std::string& what,
-    uint64_t run);
+// M a multiple of d. `key`, `what` and `run` as for fusedAllgatherLinear.
+// Its waits are the kernel's, its call's number in device memory, so that
+// a CUDA graph can replay it. A peer whose partial sums do not come: the
+// watchdog reports it, naming this rank and `what`, and the statement's
+// next call raises the error the kernel left.
 void fusedLinearReduceScatterPulled(
     CudaBackend& backend,
     const std::vector<int64_t>& team,

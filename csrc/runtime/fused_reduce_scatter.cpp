@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
-// The fused linear + reduce-scatter statement (LinearReduceScatter): its
-// kernel whose copy engines send each peer its rows, summed after it, or
-// the kernel whose owners pull the partial sums (the statement's
+// The fused linear + reduce-scatter statement (LinearReduceScatter): the
+// kernel whose owners pull the partial sums (the statement's
 // kernel=sm90_pulls).
 #include <algorithm>
 #include <chrono>
@@ -17,7 +16,6 @@
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "kernels/gemm_reduce_scatter.h"
 #include "kernels/gemm_reduce_scatter_pulled.h"
 #endif
 
@@ -188,134 +186,7 @@ void fusedLinearReduceScatterPulled(
       run);
 }
 
-void fusedLinearReduceScatter(
-    CudaBackend& backend,
-    const std::vector<int64_t>& team,
-    const at::Tensor& in,
-    const at::Tensor& weight,
-    const at::Tensor& out,
-    const std::string& key,
-    const std::string& what,
-    uint64_t run) {
-  const int64_t d = static_cast<int64_t>(team.size());
-  const int64_t me = memberIndex(team, backend.rank(), what);
-  checkShapes(in, weight, out, d, what);
-  FusedStatement& s = statementOf(backend, team, key, what);
-  const int64_t rows = out.size(0);
-  const int64_t n = out.size(1);
-  // Each peer's rows can go in blocks, each sent once the kernel has
-  // finished it, of at least kBlockRows rows and at most kMaxBlocks of
-  // them, so that the first copy starts before all of the peer's rows are
-  // done. One block: four were correct but 3-6 % slower at k = 2048 on
-  // H200s (doc/fused_kernels.md).
-  constexpr int64_t kBlockRows = 512;
-  constexpr int64_t kMaxBlocks = 1;
-  const int64_t parts = std::clamp<int64_t>(rows / kBlockRows, 1, kMaxBlocks);
-  if (!s.partials.defined()) {
-    s.partials = at::empty({rows * d, n}, out.options());
-    s.counters = at::zeros({d * parts}, out.options().dtype(at::kInt));
-  }
-  // Slot p: member p's partial sums of this member's rows.
-  const at::Tensor received = backend.buffers().get(
-      key + "/received", team, {d, rows, n}, out.scalar_type());
-
-  kernels::GemmReduceScatterArgs args;
-  args.dtype = gemmDtype(in, what);
-  args.in = in.data_ptr();
-  args.weight = weight.data_ptr();
-  args.partials = s.partials.data_ptr();
-  args.m = rows * d;
-  args.n = n;
-  args.k = in.size(1);
-  args.device = out.device().index();
-  args.counts.counters = static_cast<uint32_t*>(s.counters.data_ptr());
-  args.counts.rows_per_member = rows;
-  args.counts.members = static_cast<int32_t>(d);
-  args.counts.me = static_cast<int32_t>(me);
-  args.counts.parts = static_cast<int32_t>(parts);
-  const std::string refusal = kernels::gemmReduceScatterRefusal(args);
-  MDF_USER_CHECK(refusal.empty(), what, ": ", refusal);
-  if (s.tile_counts.empty()) {
-    s.tile_counts = kernels::gemmReduceScatterTileCounts(args);
-  }
-  const std::vector<uint32_t>& counts = s.tile_counts;
-
-  cudaStream_t compute =
-      c10::cuda::getCurrentCUDAStream(out.device().index()).stream();
-  // The moves start after what came before on this stream: the previous
-  // run's sum has read what peers sent.
-  Event before = recordEvent(compute);
-  // The kernel goes first: the moves wait for its counts, and where the
-  // two streams share one of the GPU's hardware queues (more streams than
-  // CUDA_DEVICE_MAX_CONNECTIONS), a wait posted ahead of the kernel would
-  // hold it back for ever.
-  launchKernel(
-      [&](void* workspace) {
-        return kernels::launchGemmReduceScatter(args, workspace, compute);
-      },
-      kernels::gemmReduceScatterWorkspaceBytes(args),
-      out,
-      what,
-      "GEMM + reduce-scatter");
-  MDF_CUDA_CHECK(cudaStreamWaitEvent(s.moves, before.get(), 0));
-  auto* counters = static_cast<uint32_t*>(s.counters.data_ptr());
-  // Named in the watchdog's reports of both the moves and the receipt.
-  const auto named = std::make_shared<const std::string>(what);
-  const CudaBackend::RowPushes pushes = backend.pushRows(
-      team,
-      [&](int64_t to) {
-        std::vector<CudaBackend::RowPush> blocks;
-        const int64_t part_rows = args.counts.partRows();
-        for (int64_t b = 0; b < parts; ++b) {
-          const int64_t first = b * part_rows;
-          const int64_t block = to * parts + b;
-          blocks.push_back(CudaBackend::RowPush{
-              s.partials.narrow(
-                  0, to * rows + first, std::min(part_rows, rows - first)),
-              first,
-              counters + block,
-              counts[block]});
-        }
-        return blocks;
-      },
-      received.select(0, me),
-      s.channel,
-      s.moves,
-      named,
-      run);
-  backend.receiveArrivals(team, s.channel, compute, named, run);
-  std::vector<const void*> terms = {
-      s.partials.narrow(0, me * rows, rows).data_ptr()};
-  for (int64_t p = 0; p < d; ++p) {
-    if (p != me) {
-      terms.push_back(received.select(0, p).data_ptr());
-    }
-  }
-  const cudaError_t summed = kernels::launchSumOfParts(
-      args.dtype, terms, out.data_ptr(), out.numel(), compute);
-  MDF_CHECK(
-      summed == cudaSuccess,
-      what,
-      ": the sum of the partial rows failed to launch: ",
-      cudaGetErrorString(summed));
-  // The partial sums are read by the moves until they end.
-  MDF_CUDA_CHECK(cudaStreamWaitEvent(compute, pushes.done.get(), 0));
-}
-
 #else
-
-void fusedLinearReduceScatter(
-    CudaBackend&,
-    const std::vector<int64_t>&,
-    const at::Tensor&,
-    const at::Tensor&,
-    const at::Tensor&,
-    const std::string&,
-    const std::string& what,
-    uint64_t) {
-  MDF_USER_ERROR(
-      what, ": ", fusedMatmulKernelsUnavailableReason(c10::Device(c10::kCPU)));
-}
 
 void fusedLinearReduceScatterPulled(
     CudaBackend&,

@@ -76,8 +76,7 @@ void raiseKernelError(FusedStatement& s, int64_t rank) {
           ? "this rank's pulls of its peers' partial sums did not finish"
           : detail::concat(
                 "the ",
-                s.counters.defined() || s.summed.defined() ? "partial sums"
-                                                           : "rows",
+                s.pulled != nullptr ? "partial sums" : "rows",
                 " of rank ",
                 s.team.at(missing - 1),
                 " did not arrive");

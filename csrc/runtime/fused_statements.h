@@ -48,22 +48,17 @@ struct FusedStatement {
   cudaStream_t moves = nullptr;
   std::vector<int64_t> team;
   std::string what;
-  // Allgather + GEMM: mapped host memory the kernel writes a missing member
-  // into (made by the first run).
+  // Mapped host memory the kernel writes what it gave up waiting for into
+  // (made by the first run).
   int32_t* status = nullptr;
   // GEMM + reduce-scatter (made by the first run; the statement's key fixes
-  // the shapes and the kernel): the kernel's partial sums and its tile
-  // counters. With copy engines, the partial sums are the moves' until the
-  // next run's kernel, the counters are zero between runs, and
-  // `tile_counts` holds the count each reaches; with the partial sums
-  // pulled, both are symmetric and the counters only grow.
+  // the shapes): the kernel's partial sums and its counters, both
+  // symmetric, the counters only growing; its prepared launches and the
+  // workspace they keep, its calls so far in device memory (the same on
+  // every member), the zeros its peers' rows add, the pulled sum of this
+  // member's rows, and the pulls' counts of its blocks.
   at::Tensor partials;
   at::Tensor counters;
-  std::vector<uint32_t> tile_counts;
-  // GEMM + reduce-scatter with the partial sums pulled: its prepared
-  // launches and the workspace they keep, its calls so far in device
-  // memory (the same on every member), the zeros its peers' rows add, the
-  // pulled sum of this member's rows, and the pulls' counts of its blocks.
   std::unique_ptr<kernels::PulledReduceScatterLaunch> pulled;
   at::Tensor workspace;
   at::Tensor calls;

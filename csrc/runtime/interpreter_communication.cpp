@@ -96,17 +96,14 @@ void Interpreter::runFused(
   const at::Tensor& in = tensor(fused->in());
   const at::Tensor& weight = tensor(fused->weight());
   // The statement keeps buffers of its shapes and its kernel's: a program
-  // of other shapes, or of the other kernel, has statements of its own.
+  // of other shapes has statements of its own.
   std::string key = bufferKey(
       fused->opName(), found->second.number, in.sizes(), in.scalar_type());
   key += ":n" + std::to_string(weight.size(0)) + ":" +
          std::string(fused->kernelName());
-  const auto* scatter = dynamic_cast<const hir::LinearReduceScatter*>(fused);
   const auto kernel = kind == HostIrEvaluator::Statement::kAllgatherLinear
                           ? fusedAllgatherLinear
-                      : scatter != nullptr && scatter->pulls()
-                          ? fusedLinearReduceScatterPulled
-                          : fusedLinearReduceScatter;
+                          : fusedLinearReduceScatterPulled;
   kernel(
       cuda(),
       fused->team(),

@@ -134,7 +134,6 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
        backend.has_value() ? hir::backendName(*backend) : "default"},
       choice("fused_matmul_communication", fused_matmul_communication),
-      flag("fused_reduce_scatter_pulls", fused_reduce_scatter_pulls),
   };
 }
 
@@ -148,8 +147,7 @@ ExecuteOptions ExecuteOptions::parse(
         "ring_decomposition",
         "cuda_graph",
         "ring_prologues_first",
-        "fused_matmul_communication",
-        "fused_reduce_scatter_pulls"};
+        "fused_matmul_communication"};
     const auto& ignored = ignoredEnableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
     return names;
@@ -203,9 +201,6 @@ ExecuteOptions ExecuteOptions::parse(
     }
     if (name == "fused_matmul_communication") {
       options.fused_matmul_communication = Choice::kOn;
-    }
-    if (name == "fused_reduce_scatter_pulls") {
-      options.fused_reduce_scatter_pulls = true;
     }
   }
   for (const std::string& name : disable) {

@@ -69,11 +69,6 @@ struct ExecuteOptions {
   // unusable), disabled refuses it; by default mdfuser decides, which for
   // now means not fused.
   Choice fused_matmul_communication = Choice::kDefault;
-  // The fused linear + reduce-scatter's kernel is the one whose members
-  // pull the partial sums (LoweringOptions::fused_reduce_scatter_pulls):
-  // "fused_reduce_scatter_pulls" enabled. Both kernels are kept until
-  // machines of several GPUs have timed them side by side.
-  bool fused_reduce_scatter_pulls = false;
   // The library carrying communications; unset: Gloo for CPU tensors, and
   // for CUDA tensors the CUDA backend where every GPU maps the others'
   // memory, NCCL otherwise (FusionExecutorCache's defaultBackend).

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: MIT
 //
-// The CUDA backend's moves for the fused matmul kernels
-// (runtime/fused_matmul.cpp, fused_reduce_scatter.cpp): rows pushed into the
-// peers' symmetric buffers as their handshakes and counters allow, the
-// arrival flags that say they are there, and the watch over kernels that
-// wait for their peers themselves.
-#include <algorithm>
+// The CUDA backend's moves for the fused matmul kernels: the allgather's
+// rows pushed into the peers' symmetric buffers as their handshakes allow
+// and the arrival flags that say they are there (runtime/fused_matmul.cpp),
+// and the watch over kernels that wait for their peers themselves (both
+// fused statements).
 #include <utility>
 
 #include "ir/errors.h"
@@ -26,26 +25,6 @@ using namespace cuda_backend_detail;
 
 namespace {
 
-// Posts `op` on `stream` once for each of `flags`, in one driver call.
-void postOnEach(
-    cudaStream_t stream,
-    const std::vector<CUdeviceptr>& flags,
-    CUstreamBatchMemOpParams op) {
-  std::vector<CUstreamBatchMemOpParams> ops(flags.size(), op);
-  for (size_t i = 0; i < flags.size(); ++i) {
-    if (op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32) {
-      ops[i].waitValue.address = flags[i];
-    } else {
-      ops[i].writeValue.address = flags[i];
-    }
-  }
-  if (!ops.empty()) {
-    check(
-        batchMemOp()(stream, static_cast<unsigned>(ops.size()), ops.data(), 0),
-        "cuStreamBatchMemOp");
-  }
-}
-
 // The start of a watchdog report: "rank 0 in LinearReduceScatter 3 with
 // team (0 1) on the CUDA backend: ".
 std::string waiter(
@@ -64,21 +43,27 @@ std::string waiter(
 
 CudaBackend::RowPushes CudaBackend::pushRows(
     const std::vector<int64_t>& members,
-    const std::function<std::vector<RowPush>(int64_t)>& push,
+    const at::Tensor& rows,
     const at::Tensor& place,
     int64_t channel,
     cudaStream_t stream,
     std::shared_ptr<const std::string> what,
     uint64_t run) {
   checkChannel(channel, *what);
+  MDF_CHECK(
+      rows.sizes() == place.sizes() && rows.dtype() == place.dtype(),
+      *what,
+      " pushes rows of sizes ",
+      rows.sizes(),
+      " into a place of sizes ",
+      place.sizes());
   Team& t = team(members);
   const bool captured = isCapturing(stream);
   // For the watchdog's report (a capture has none): where the moves were
-  // held up, the push to which member and before which of its steps.
+  // held up, the push to which member.
   struct Step {
     int64_t to = 0;
     Event freed;
-    std::vector<Event> counted;
   };
   std::vector<Step> steps;
   Event started = captured ? nullptr : t.events.record(stream);
@@ -97,42 +82,8 @@ CudaBackend::RowPushes CudaBackend::pushRows(
     if (!captured) {
       step.freed = t.events.record(stream);
     }
-    for (const RowPush& part : push(next)) {
-      MDF_CHECK(
-          part.from.dim() == place.dim() &&
-              part.from.sizes().slice(1) == place.sizes().slice(1) &&
-              part.row_offset >= 0 &&
-              part.row_offset + part.from.size(0) <= place.size(0) &&
-              part.from.dtype() == place.dtype(),
-          *what,
-          " pushes rows of sizes ",
-          part.from.sizes(),
-          " from row ",
-          part.row_offset,
-          " into a place of sizes ",
-          place.sizes());
-      if (part.counter != nullptr) {
-        // The rows are finished once the kernel that writes them has
-        // counted `count` of its tiles; the counter starts again from 0.
-        CUstreamBatchMemOpParams ops[2] = {};
-        ops[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-        ops[0].waitValue.address = address(part.counter);
-        ops[0].waitValue.value = part.count;
-        ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-        ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-        ops[1].writeValue.address = address(part.counter);
-        ops[1].writeValue.value = 0;
-        check(batchMemOp()(stream, 2, ops, 0), "cuStreamBatchMemOp");
-        if (!captured) {
-          step.counted.push_back(t.events.record(stream));
-        }
-      }
-      if (part.from.numel() > 0) {
-        const at::Tensor landing =
-            place.narrow(0, part.row_offset, part.from.size(0));
-        copyToPeer(
-            part.from, landing, buffers_.peerAddress(landing, next), stream);
-      }
+    if (rows.numel() > 0) {
+      copyToPeer(rows, place, buffers_.peerAddress(place, next), stream);
     }
     CUstreamBatchMemOpParams arrived = {};
     arrived.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
@@ -170,15 +121,6 @@ CudaBackend::RowPushes CudaBackend::pushRows(
                     " to free its place for this rank's rows");
                 break;
               }
-              const bool counted = std::all_of(
-                  step.counted.begin(), step.counted.end(), finished);
-              if (!counted) {
-                where = detail::concat(
-                    "waited for this rank's kernel to finish the rows of "
-                    "rank ",
-                    step.to);
-                break;
-              }
             }
           }
           return waiter(rank, *what, members) + where;
@@ -187,39 +129,6 @@ CudaBackend::RowPushes CudaBackend::pushRows(
         run);
   }
   return pushes;
-}
-
-void CudaBackend::receiveArrivals(
-    const std::vector<int64_t>& members,
-    int64_t channel,
-    cudaStream_t stream,
-    std::shared_ptr<const std::string> what,
-    uint64_t run) {
-  checkChannel(channel, *what);
-  Team& t = team(members);
-  const bool captured = isCapturing(stream);
-  Event started = captured ? nullptr : t.events.record(stream);
-  CUstreamBatchMemOpParams wait = {};
-  wait.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-  wait.waitValue.value = 1;
-  // At least 1: a released flag (CudaBackend::releaser) holds more.
-  wait.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-  postOnEach(stream, t.arrivals(channel), wait);
-  clearArrivals(members, channel, stream);
-  if (captured) {
-    return;
-  }
-  watch(
-      t.events.record(stream),
-      [started, what = std::move(what), members, rank = communicator_.rank()] {
-        const bool began = cudaEventQuery(started.get()) == cudaSuccess;
-        (void)cudaGetLastError();
-        return waiter(rank, *what, members) +
-               (began ? "waited for the peers' rows"
-                      : "waited for the work before receiving the peers' rows");
-      },
-      t.peers(),
-      run);
 }
 
 void CudaBackend::watchKernel(
@@ -246,17 +155,26 @@ void CudaBackend::watchKernel(
 
 void CudaBackend::clearArrivals(
     const std::vector<int64_t>& members, int64_t channel, cudaStream_t stream) {
-  CUstreamBatchMemOpParams clear = {};
-  clear.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-  clear.writeValue.value = 0;
-  postOnEach(stream, team(members).arrivals(channel), clear);
+  const std::vector<CUdeviceptr> flags = team(members).arrivals(channel);
+  // One driver call for every flag.
+  std::vector<CUstreamBatchMemOpParams> ops(flags.size());
+  for (size_t i = 0; i < flags.size(); ++i) {
+    ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[i].writeValue.address = flags[i];
+    ops[i].writeValue.value = 0;
+  }
+  if (!ops.empty()) {
+    check(
+        batchMemOp()(stream, static_cast<unsigned>(ops.size()), ops.data(), 0),
+        "cuStreamBatchMemOp");
+  }
 }
 
 #else // !MDFUSER_HAS_CUDA
 
 CudaBackend::RowPushes CudaBackend::pushRows(
     const std::vector<int64_t>&,
-    const std::function<std::vector<RowPush>(int64_t)>&,
+    const at::Tensor&,
     const at::Tensor&,
     int64_t,
     CUstream_st*,
@@ -267,15 +185,6 @@ CudaBackend::RowPushes CudaBackend::pushRows(
 
 void CudaBackend::clearArrivals(
     const std::vector<int64_t>&, int64_t, CUstream_st*) {
-  MDF_UNREACHABLE();
-}
-
-void CudaBackend::receiveArrivals(
-    const std::vector<int64_t>&,
-    int64_t,
-    CUstream_st*,
-    std::shared_ptr<const std::string>,
-    uint64_t) {
   MDF_UNREACHABLE();
 }
 

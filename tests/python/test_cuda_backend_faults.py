@@ -104,32 +104,30 @@ def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
     reason="the fused kernels run on Hopper GPUs, one per rank here",
 )
 @pytest.mark.parametrize(
-    "pair,pulled",
+    "pair,statement,waited",
     [
-        ("allgather_linear", False),
-        ("linear_reduce_scatter", False),
-        ("linear_reduce_scatter", True),
+        (
+            "allgather_linear",
+            "AllgatherLinear",
+            "waited for rank 1 to free its place for this rank's rows",
+        ),
+        ("linear_reduce_scatter", "LinearReduceScatter", "waited for the peers' partial sums"),
     ],
-    ids=["allgather_linear", "linear_reduce_scatter", "linear_reduce_scatter_pulled"],
+    ids=["allgather_linear", "linear_reduce_scatter"],
 )
-def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(pair, pulled):
+def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(
+    pair, statement, waited
+):
     """Rank 1 stops after a run of the fused allgather + linear (or linear
     + reduce-scatter) while rank 0 runs it again: rank 0's moves wait for
     rank 1 to free its place (the reduce-scatter's kernel, in the kernel,
     for rank 1's partial sums), and the watchdog ends rank 0 within the
     bound, naming both ranks and the statement."""
     env = {"MDFUSER_TIMEOUT_S": "3"}
-    options = ("fused_matmul_communication",)
-    if pulled:
-        options += ("fused_reduce_scatter_pulls",)
     device = '"cuda", comm.local_rank()'
-    message = run_absent_peer_job(device, "cuda", env, options=options, pair=pair)
-    name = {"allgather_linear": "AllgatherLinear", "linear_reduce_scatter": "LinearReduceScatter"}
-    assert f"[mdfuser] rank 0 in {name[pair]} " in message, message
-    assert "with team (0 1) on the CUDA backend: waited for " in message, message
-    assert (
-        "waited for rank 1 to free its place for this rank's rows" in message
-        or "waited for the peers' rows" in message
-        or "waited for the peers' partial sums" in message
-    ), message
+    message = run_absent_peer_job(
+        device, "cuda", env, options=("fused_matmul_communication",), pair=pair
+    )
+    assert f"[mdfuser] rank 0 in {statement} " in message, message
+    assert f"with team (0 1) on the CUDA backend: {waited}" in message, message
     assert "(more than 3 s)" in message, message

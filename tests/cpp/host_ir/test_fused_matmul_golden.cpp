@@ -45,14 +45,12 @@ Lowered lower(
     FusedMatmulChoice choice,
     int64_t device = 0,
     bool available = true,
-    hir::CommunicatorBackend backend = hir::CommunicatorBackend::kCuda,
-    bool pulls = false) {
+    hir::CommunicatorBackend backend = hir::CommunicatorBackend::kCuda) {
   runFusionPasses(fusion.get());
   hir::LoweringOptions options;
   options.device = device;
   options.backend = backend;
   options.fused_matmul_communication = choice;
-  options.fused_reduce_scatter_pulls = pulls;
   options.fused_kernels_available = available;
   auto hic = hir::lowerToHostIr(std::move(fusion), options);
   hir::runHostPasses(*hic, {.symmetric_memory = true});
@@ -180,11 +178,12 @@ TEST(FusedMatmulGolden, ForcedWhereTheKernelsAreUnusableIsAValueError) {
 
 // Device 0 of two, one stream chunk: T2, the output (this device's rows of
 // the sum), is allocated and computed by the one statement from this
-// device's part of in_features of the tokens T0 and of the weight T1.
+// device's part of in_features of the tokens T0 and of the weight T1, by
+// the kernel whose members pull the partial sums (sm90_pulls).
 constexpr const char* kExpectedLinearReduceScatterAtTwoDevices =
     R"(%HostIrContainer { (T0_g___bfloat[ideviceIdx.x7{2}, iS0{i0}, iS8{12}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x9{2}, iS2{6}, iS10{12}] (DeviceMesh{0 1})) -> (T2_g___bfloat[ideviceIdx.x11{2}, iS12{ceilDiv(i0, 2)}, iS5{6}, rS24{2}] (DeviceMesh{0 1})) :
   T2_g___bfloat[ideviceIdx.x11{2}, iS12{ceilDiv(i0, 2)}, iS5{6}, rS24{2}] (DeviceMesh{0 1}) = ALLOCATE(mem_type=global, zero_init=false)
-  T2_g___bfloat[ideviceIdx.x11{2}, iS12{ceilDiv(i0, 2)}, iS5{6}, rS24{2}] (DeviceMesh{0 1}) = LinearReduceScatter(T0_g___bfloat[ideviceIdx.x7{2}, iS0{i0}, iS8{12}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x9{2}, iS2{6}, iS10{12}] (DeviceMesh{0 1}), team=(0 1), kernel=sm90)
+  T2_g___bfloat[ideviceIdx.x11{2}, iS12{ceilDiv(i0, 2)}, iS5{6}, rS24{2}] (DeviceMesh{0 1}) = LinearReduceScatter(T0_g___bfloat[ideviceIdx.x7{2}, iS0{i0}, iS8{12}] (DeviceMesh{0 1}), T1_g___bfloat[ideviceIdx.x9{2}, iS2{6}, iS10{12}] (DeviceMesh{0 1}), team=(0 1), kernel=sm90_pulls)
 } // %HostIrContainer
 )";
 
@@ -195,24 +194,6 @@ TEST(FusedMatmulGolden, LinearReduceScatterAtTwoDevices) {
           FusedMatmulChoice::kOn)
           .text,
       kExpectedLinearReduceScatterAtTwoDevices);
-}
-
-// With the kernel that pulls the partial sums, the same program but the
-// statement's kernel.
-TEST(FusedMatmulGolden, TheStatementNamesTheKernelThatPulls) {
-  std::string expected = kExpectedLinearReduceScatterAtTwoDevices;
-  const std::string copies = "kernel=sm90)";
-  expected.replace(expected.find(copies), copies.size(), "kernel=sm90_pulls)");
-  EXPECT_EQ(
-      lower(
-          makeLinearScatter(2, 1, DataType::BFloat16, false),
-          FusedMatmulChoice::kOn,
-          0,
-          /*available=*/true,
-          hir::CommunicatorBackend::kCuda,
-          /*pulls=*/true)
-          .text,
-      expected);
 }
 
 TEST(FusedMatmulGolden, OneStatementReplacesTheReduceScatterRing) {
@@ -232,7 +213,8 @@ TEST(FusedMatmulGolden, OneStatementReplacesTheReduceScatterRing) {
         EXPECT_EQ(test::occurrences(fused, "= linear("), 0) << fused;
         EXPECT_EQ(test::occurrences(fused, "= add("), 0) << fused;
         const std::string team = d == 2 ? "team=(0 1)," : "team=(0 1 2),";
-        EXPECT_EQ(test::occurrences(fused, team + " kernel=sm90)"), 1) << fused;
+        EXPECT_EQ(test::occurrences(fused, team + " kernel=sm90_pulls)"), 1)
+            << fused;
       }
     }
   }

@@ -104,9 +104,6 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
       case 9:
         changed.fused_matmul_communication = ExecuteOptions::Choice::kOff;
         break;
-      case 10:
-        changed.fused_reduce_scatter_pulls = true;
-        break;
       default:
         FAIL() << "option " << defaults.values()[i].name << " has no case here";
     }

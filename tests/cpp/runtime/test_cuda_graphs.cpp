@@ -96,56 +96,42 @@ TEST(CudaGraphsByDefault, ForProgramsWhoseEveryMoveIsTheCudaBackends) {
 // `fusion` lowered for device 0 with the fused kernels forced, on the CUDA
 // backend.
 std::unique_ptr<hir::HostIrContainer> fusedProgram(
-    std::unique_ptr<Fusion> fusion, bool pulls = false) {
+    std::unique_ptr<Fusion> fusion) {
   runFusionPasses(fusion.get());
   hir::LoweringOptions options;
   options.backend = hir::CommunicatorBackend::kCuda;
   options.fused_matmul_communication = FusedMatmulChoice::kOn;
-  options.fused_reduce_scatter_pulls = pulls;
   options.fused_kernels_available = true;
   auto hic = hir::lowerToHostIr(std::move(fusion), options);
   hir::runHostPasses(*hic, {.symmetric_memory = true});
   return hic;
 }
 
-// Its moves wait only for the peers' flags: replayed as the rings are.
-TEST(CudaGraphsByDefault, TheFusedAllgatherLinearIsReplayed) {
+// The allgather's moves wait only for the peers' flags; the
+// reduce-scatter's kernel, which pulls the partial sums, waits only in the
+// kernel, its call's number in device memory: both replayed as the rings
+// are.
+TEST(CudaGraphsByDefault, TheFusedStatementsAreReplayed) {
   const c10::Device gpu(c10::DeviceType::CUDA, 0);
-  auto hic = fusedProgram(
-      test::makeGatheredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false));
-  const std::string text = hic->toString();
-  ASSERT_NE(text.find("AllgatherLinear("), std::string::npos) << text;
-  EXPECT_TRUE(useCudaGraphsByDefault(*hic, gpu)) << text;
-  checkCudaGraphs(*hic, gpu);
-}
-
-TEST(CudaGraphsByDefault, TheFusedLinearReduceScatterWithCopiesIsNotReplayed) {
-  const c10::Device gpu(c10::DeviceType::CUDA, 0);
-  auto hic = fusedProgram(
-      test::makeScatteredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false));
-  const std::string text = hic->toString();
-  ASSERT_NE(text.find("LinearReduceScatter("), std::string::npos) << text;
-  EXPECT_FALSE(useCudaGraphsByDefault(*hic, gpu)) << text;
-  EXPECT_VALUE_ERROR(
-      checkCudaGraphs(*hic, gpu),
-      "the cuda_graph option does not replay the fused linear + "
-      "reduce-scatter kernel whose copy engines send the partial sums "
-      "(fused_matmul_communication): its copies wait for the kernel's "
-      "counts");
-}
-
-// The kernel that pulls the partial sums waits only in the kernel, its
-// call's number in device memory: replayed.
-TEST(CudaGraphsByDefault, TheFusedLinearReduceScatterThatPullsIsReplayed) {
-  const c10::Device gpu(c10::DeviceType::CUDA, 0);
-  auto hic = fusedProgram(
-      test::makeScatteredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false),
-      /*pulls=*/true);
-  const std::string text = hic->toString();
-  ASSERT_NE(text.find("LinearReduceScatter(T0_g"), std::string::npos) << text;
-  ASSERT_NE(text.find("kernel=sm90_pulls)"), std::string::npos) << text;
-  EXPECT_TRUE(useCudaGraphsByDefault(*hic, gpu)) << text;
-  checkCudaGraphs(*hic, gpu);
+  for (const bool gathered : {true, false}) {
+    auto hic = fusedProgram(
+        gathered
+            ? test::makeGatheredLinear(/*h=*/8, 2, 1, DataType::BFloat16, false)
+            : test::makeScatteredLinear(
+                  /*h=*/8, 2, 1, DataType::BFloat16, false));
+    const std::string text = hic->toString();
+    ASSERT_NE(
+        text.find(
+            gathered ? "AllgatherLinear(T0_g" : "LinearReduceScatter(T0_g"),
+        std::string::npos)
+        << text;
+    ASSERT_NE(
+        text.find(gathered ? "kernel=sm90)" : "kernel=sm90_pulls)"),
+        std::string::npos)
+        << text;
+    EXPECT_TRUE(useCudaGraphsByDefault(*hic, gpu)) << text;
+    checkCudaGraphs(*hic, gpu);
+  }
 }
 
 #ifdef MDFUSER_HAS_CUDA

@@ -77,26 +77,6 @@ TEST(ExecuteOptions, ChoicesAreAskedForOrRefusedByName) {
   }
 }
 
-// The fused reduce-scatter's kernel that pulls: asked for by name, part
-// of the cache key (and of what ranks compare).
-TEST(ExecuteOptions, TheKernelThatPullsIsAskedForByName) {
-  EXPECT_FALSE(ExecuteOptions::parse({}, {}).fused_reduce_scatter_pulls);
-  const ExecuteOptions pulls =
-      ExecuteOptions::parse({"fused_reduce_scatter_pulls"}, {});
-  EXPECT_TRUE(pulls.fused_reduce_scatter_pulls);
-  int64_t found = 0;
-  for (const ExecuteOptions::Value& value : pulls.values()) {
-    if (value.name == "fused_reduce_scatter_pulls") {
-      EXPECT_EQ(value.number, 1);
-      ++found;
-    }
-  }
-  EXPECT_EQ(found, 1);
-  EXPECT_VALUE_ERROR(
-      ExecuteOptions::parse({}, {"fused_reduce_scatter_pulls"}),
-      "unknown option 'fused_reduce_scatter_pulls' in _disable_options");
-}
-
 TEST(ExecuteOptions, InplaceAllreduceCanBeDisabled) {
   EXPECT_TRUE(ExecuteOptions::parse({}, {}).inplace_allreduce);
   EXPECT_FALSE(
@@ -113,8 +93,7 @@ TEST(ExecuteOptions, ReferenceNamesAreAcceptedAndUnknownNamesAreNot) {
       ExecuteOptions::parse({"warp_specialize"}, {}),
       "unknown option 'warp_specialize' in _enable_options; valid options "
       "are: compute_on_main_stream, ring_decomposition, cuda_graph, "
-      "ring_prologues_first, fused_matmul_communication, "
-      "fused_reduce_scatter_pulls, host_ir_lowering");
+      "ring_prologues_first, fused_matmul_communication, host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");

@@ -23,23 +23,9 @@ FUSED_OPTION = "fused_matmul_communication"
 FUSED = {"backend": CommunicatorBackend.cuda, "_enable_options": [FUSED_OPTION]}
 STATEMENTS = {**FUSED, "_disable_options": ["cuda_graph"]}
 DTYPES = {"bfloat16": (torch.bfloat16, DataType.BFloat16), "float16": (torch.half, DataType.Half)}
-
-
-PULLS = "fused_reduce_scatter_pulls"
-# The GEMM + reduce-scatter kernels, by name: the one whose copy engines send
-# the partial sums (the default), or the one whose owners pull them, both
-# kept until they are timed side by side; and their statement's kernel in
-# the host program.
-RS_KERNELS = {
-    "copy_engines": ({**STATEMENTS}, "kernel=sm90)"),
-    "pulled": ({**STATEMENTS, "_enable_options": [FUSED_OPTION, PULLS]}, "kernel=sm90_pulls)"),
-}
-
-
-@pytest.fixture(params=list(RS_KERNELS))
-def rs_kernel(request):
-    """The GEMM + reduce-scatter kernel's name."""
-    return request.param
+# The GEMM + reduce-scatter kernel, whose owners pull the partial sums, as
+# its statement names it in the host program.
+RS_KERNEL = "kernel=sm90_pulls)"
 
 
 @pytest.fixture
@@ -152,45 +138,25 @@ def test_allgather_linear_replays_as_a_graph(test):
         assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 4), stats
 
 
-def test_linear_reduce_scatter_with_copy_engines_is_not_replayed(test):
-    """Asked for with CUDA graphs: a ValueError naming both options, before
-    anything runs (a graph may launch the copies' wait for the kernel's
-    counts ahead of the kernel); by default its statements run."""
-    d = test.size
-    g = torch.Generator().manual_seed(6)
-    x = integers((128 * d, 64 * d), g)
-    w = integers((128, 64 * d), g)
-    fd = linear_reduce_scatter(d, 1, 64 * d, 128)
-    options = {**FUSED, "_enable_options": [FUSED_OPTION, "cuda_graph"]}
-    with pytest.raises(ValueError, match="does not replay the fused linear . reduce-scatter"):
-        run(test, fd, x, w, **options)
-    for _ in range(3):
-        out = run(test, fd, x, w, **FUSED)
-        assert "LinearReduceScatter(" in fd.last_host_ir()
-        assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
-    assert fd._cache.graph_stats["captures"] == 0
-
-
-def test_linear_reduce_scatter_pulled_replays_as_a_graph(test):
-    """The kernel that pulls the partial sums keeps its call's number in
-    device memory: by default its program is replayed as CUDA graphs (one
-    eager call, two captures, then replays), and asked for, too. The input
-    is negated in place between calls, so that a replay whose pulls read
-    the previous call's partial sums (a count or a half of the partial sums
-    taken from the capture rather than the call) returns the previous
-    product. Its statements and its replays then take turns on one fd: the
-    calls' count stays the same on every member."""
+def test_linear_reduce_scatter_replays_as_a_graph(test):
+    """The kernel keeps its call's number in device memory: by default its
+    program is replayed as CUDA graphs (one eager call, two captures, then
+    replays), and asked for, too. The input is negated in place between
+    calls, so that a replay whose pulls read the previous call's partial
+    sums (a count or a half of the partial sums taken from the capture
+    rather than the call) returns the previous product. Its statements and
+    its replays then take turns on one fd: the calls' count stays the same
+    on every member."""
     d = test.size
     g = torch.Generator().manual_seed(8)
     x = integers((128 * d, 64 * d), g)
     w = integers((128, 64 * d), g)
-    pulled = {**FUSED, "_enable_options": [FUSED_OPTION, PULLS]}
-    for options in (pulled, {**pulled, "_enable_options": [FUSED_OPTION, PULLS, "cuda_graph"]}):
+    for options in (FUSED, {**FUSED, "_enable_options": [FUSED_OPTION, "cuda_graph"]}):
         fd = linear_reduce_scatter(d, 1, 64 * d, 128)
         inputs = [test.shard(x, fd.fusion.inputs()[0]), test.shard(w, fd.fusion.inputs()[1])]
         for i in range(6):
             (out,) = fd.execute(inputs, **options)
-            assert "kernel=sm90_pulls)" in fd.last_host_ir()
+            assert RS_KERNEL in fd.last_host_ir()
             if i == 0:
                 expected = expected_shard(test, fd, x, w, torch.bfloat16)
             assert torch.equal(out, expected if i % 2 == 0 else expected.neg())
@@ -200,10 +166,10 @@ def test_linear_reduce_scatter_pulled_replays_as_a_graph(test):
     # The statements of the same program between replays (cuda_graph
     # disabled compiles it again; the statement and its count are shared).
     for _ in range(2):
-        (out,) = fd.execute(inputs, **{**pulled, "_disable_options": ["cuda_graph"]})
+        (out,) = fd.execute(inputs, **STATEMENTS)
         assert torch.equal(out, expected)
         inputs[0].neg_()
-        (out,) = fd.execute(inputs, **pulled)
+        (out,) = fd.execute(inputs, **FUSED)
         assert torch.equal(out, expected.neg())
         inputs[0].neg_()
 
@@ -232,35 +198,33 @@ def test_linear_reduce_scatter_pulled_replays_as_a_graph(test):
         "tiles_a_cta",
     ],
 )
-def test_linear_reduce_scatter_exact(test, rs_kernel, dtype, rows, k_local, n):
+def test_linear_reduce_scatter_exact(test, dtype, rows, k_local, n):
     """Rows per member a multiple of the tile, not one (a tile holding two
     members' rows), fewer than a tile; N not a multiple of the tile; rows
-    that would go in 2 and 8 blocks of 650 and 513 rows (blocks sharing
-    tiles) where more than one block is sent per member; more tiles than
-    the GPU has SMs (128 x 256 tiles in pairs), so that each CTA computes
-    two or more in turn: the cases above have at most one a CTA. The
-    pulled kernel cuts the rows in blocks of at least 512 (at most 8) for
-    its pulls, of 650 and 513 rows in the cases named so."""
+    that go in 2 and 8 blocks of 650 and 513 rows (the kernel pulls blocks
+    of at least 512 rows, at most 8 of them; blocks sharing tiles); more
+    tiles than the GPU has SMs (128 x 256 tiles in pairs), so that each CTA
+    computes two or more in turn: the cases above have at most one a
+    CTA."""
     torch_dtype, md_dtype = DTYPES[dtype]
     d = test.size
     g = torch.Generator().manual_seed(17)
     x = integers((rows * d, k_local * d), g).to(torch_dtype)
     w = integers((n, k_local * d), g).to(torch_dtype)
     fd = linear_reduce_scatter(d, 1, k_local * d, n, dtype=md_dtype)
-    options, kernel = RS_KERNELS[rs_kernel]
-    out = run(test, fd, x, w, **options)
+    out = run(test, fd, x, w, **STATEMENTS)
     program = fd.last_host_ir()
-    assert "LinearReduceScatter(" in program and kernel in program, program
+    assert "LinearReduceScatter(" in program and RS_KERNEL in program, program
     assert "CollectivePermute" not in program, program
     expected = expected_shard(test, fd, x, w, torch_dtype)
     assert torch.equal(out, expected), (out - expected).abs().max()
-    # Repeated calls: the same bits, the counters and flags back at 0 (or,
-    # pulled, past the last call's counts).
+    # Repeated calls: the same bits, the counters past the last call's
+    # counts.
     for _ in range(3):
-        assert torch.equal(run(test, fd, x, w, **options), out)
+        assert torch.equal(run(test, fd, x, w, **STATEMENTS), out)
 
 
-def test_linear_reduce_scatter_matches_the_ring(test, rs_kernel):
+def test_linear_reduce_scatter_matches_the_ring(test):
     """M = N = 1024 (M the multiple of d below it over three devices), K =
     1024 per member (fp16, random entries): within the ring's distance of
     float64."""
@@ -269,9 +233,8 @@ def test_linear_reduce_scatter_matches_the_ring(test, rs_kernel):
     x = torch.randn(1024 // d * d, 1024 * d, generator=g).half()
     w = torch.randn(1024, 1024 * d, generator=g).half()
     fd = linear_reduce_scatter(d, 1, 1024 * d, 1024, dtype=DataType.Half)
-    options, kernel = RS_KERNELS[rs_kernel]
-    fused = run(test, fd, x, w, **options)
-    assert "LinearReduceScatter(" in fd.last_host_ir() and kernel in fd.last_host_ir()
+    fused = run(test, fd, x, w, **STATEMENTS)
+    assert "LinearReduceScatter(" in fd.last_host_ir() and RS_KERNEL in fd.last_host_ir()
     ring = run(test, fd, x, w, backend=CommunicatorBackend.cuda)
     assert "CollectivePermute" in fd.last_host_ir()
     exact = expected_shard(test, fd, x.double(), w.double(), torch.float64)
@@ -293,7 +256,7 @@ def test_linear_reduce_scatter_stream_chunks_keep_the_ring(test):
     assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
 
 
-def test_both_kernels_in_turn(test, rs_kernel):
+def test_both_kernels_in_turn(test):
     """An allgather + linear and a linear + reduce-scatter of the same team,
     called in turn: their statements keep channels of their own."""
     d = test.size
@@ -309,6 +272,6 @@ def test_both_kernels_in_turn(test, rs_kernel):
             run(test, ag, x, w, **STATEMENTS), expected_shard(test, ag, x, w, torch.bfloat16)
         )
         assert torch.equal(
-            run(test, rs, xr, wr, **RS_KERNELS[rs_kernel][0]),
+            run(test, rs, xr, wr, **STATEMENTS),
             expected_shard(test, rs, xr, wr, torch.bfloat16),
         )
