@@ -112,6 +112,21 @@ def test_allgather_linear_stream_chunks_keep_the_ring(test):
     assert torch.equal(out, expected_shard(test, fd, x, w, torch.bfloat16))
 
 
+def negated_calls(test, fd, inputs, options, calls: int, mark: str, x, w) -> torch.Tensor:
+    """Runs `fd` `calls` times with `options`, its first input negated in
+    place after each call: each program holds `mark`, and each output is
+    the product of the input it was given (the even calls' `x`, the odd
+    ones' -x). Returns the even calls' expected output."""
+    for i in range(calls):
+        (out,) = fd.execute(inputs, **options)
+        assert mark in fd.last_host_ir()
+        if i == 0:
+            expected = expected_shard(test, fd, x, w, torch.bfloat16)
+        assert torch.equal(out, expected if i % 2 == 0 else expected.neg())
+        inputs[0].neg_()
+    return expected
+
+
 def test_allgather_linear_replays_as_a_graph(test):
     """By default a program of the fused allgather + linear is replayed as
     CUDA graphs (the first call runs its statements, the next two capture
@@ -126,13 +141,7 @@ def test_allgather_linear_replays_as_a_graph(test):
     for options in (FUSED, {**FUSED, "_enable_options": [FUSED_OPTION, "cuda_graph"]}):
         fd = allgather_linear(d, 1, 64, 64 * d)
         inputs = [test.shard(x, fd.fusion.inputs()[0]), test.shard(w, fd.fusion.inputs()[1])]
-        for i in range(5):
-            (out,) = fd.execute(inputs, **options)
-            assert "AllgatherLinear(" in fd.last_host_ir()
-            if i == 0:
-                expected = expected_shard(test, fd, x, w, torch.bfloat16)
-            assert torch.equal(out, expected if i % 2 == 0 else expected.neg())
-            inputs[0].neg_()
+        negated_calls(test, fd, inputs, options, 5, "AllgatherLinear(", x, w)
         stats = fd._cache.graph_stats
         # The output each call keeps holds its graph: two take turns.
         assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 4), stats
@@ -154,13 +163,7 @@ def test_linear_reduce_scatter_replays_as_a_graph(test):
     for options in (FUSED, {**FUSED, "_enable_options": [FUSED_OPTION, "cuda_graph"]}):
         fd = linear_reduce_scatter(d, 1, 64 * d, 128)
         inputs = [test.shard(x, fd.fusion.inputs()[0]), test.shard(w, fd.fusion.inputs()[1])]
-        for i in range(6):
-            (out,) = fd.execute(inputs, **options)
-            assert RS_KERNEL in fd.last_host_ir()
-            if i == 0:
-                expected = expected_shard(test, fd, x, w, torch.bfloat16)
-            assert torch.equal(out, expected if i % 2 == 0 else expected.neg())
-            inputs[0].neg_()
+        expected = negated_calls(test, fd, inputs, options, 6, RS_KERNEL, x, w)
         stats = fd._cache.graph_stats
         assert (stats["eager"], stats["captures"], stats["replays"]) == (1, 2, 5), stats
     # The statements of the same program between replays (cuda_graph
