@@ -180,7 +180,11 @@ def backend_variants(
     `mdfuser_cuda_graph_ring_rs`: the CUDA backend's reduce-scatter and
     allreduce of partial sums as rings rather than the direct moves it makes
     over three devices or more and, at d = 2, for one stream chunk
-    (`_disable_options=["direct_reduce_scatter"]`), the same two ways.
+    (`_disable_options=["direct_reduce_scatter"]`), the same two ways;
+    `mdfuser_cuda_pipeline`: the CUDA backend's moves with each stream
+    chunk's GEMMs on the caller's stream in chunk order and what follows
+    its last GEMM on its worker (`compute_on_main_stream`), replayed as the
+    default replays.
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -194,6 +198,8 @@ def backend_variants(
     variants["mdfuser_nccl"] = collective_backend(cuda)
     in_turn = ["ring_prologues_first"]
     variants["mdfuser_cuda"] = cuda_backend | {"_disable_options": [*statements, *in_turn]}
+    pipeline = ["compute_on_main_stream"]
+    variants["mdfuser_cuda_pipeline"] = cuda_backend | {"_enable_options": pipeline}
     if graphs:
         variants["mdfuser_graph"] = collective_backend(cuda) | {"_enable_options": ["cuda_graph"]}
         variants["mdfuser_cuda_graph"] = cuda_backend | {

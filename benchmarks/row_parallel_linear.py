@@ -47,6 +47,8 @@ COPY = ["inplace_allreduce"]
 # and the GEMMs in order on the caller's stream, each chunk's allreduce on
 # its worker stream.
 PIPELINE = ["compute_on_main_stream"]
+# The variants --trace records beside the default.
+TRACED = ("mdfuser_nccl", "mdfuser_cuda_graph", "mdfuser_cuda_graph_first", "mdfuser_cuda_pipeline")
 
 
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]
@@ -377,11 +379,7 @@ def main() -> None:
     add_ratios(results, comm="allreduce_only")
     add_torch_streams_ratio(results)
     if args.trace:
-        traced = {"mdfuser": {}} | {
-            k: v
-            for k, v in mdfuser_variants.items()
-            if k in ("mdfuser_nccl", "mdfuser_cuda_graph", "mdfuser_cuda_graph_first")
-        }
+        traced = {"mdfuser": {}} | {k: v for k, v in mdfuser_variants.items() if k in TRACED}
         for s in args.trace_chunks:
             tag = f"_s{s}" if len(args.trace_chunks) > 1 else ""
             for variant, kwargs in traced.items():

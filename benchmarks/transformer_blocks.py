@@ -441,7 +441,8 @@ def parse_args() -> argparse.Namespace:
         "--rings",
         action="store_true",
         help="also time mdfuser_ring (ring_decomposition) and, on GPUs, mdfuser_cuda "
-        "(the CUDA backend) and mdfuser_cuda_graph (the same as CUDA graphs) at d > 1",
+        "(the CUDA backend), mdfuser_cuda_graph (the same as CUDA graphs) and "
+        "mdfuser_cuda_pipeline (compute_on_main_stream) at d > 1",
     )
     p.add_argument(
         "--profile",

@@ -33,8 +33,15 @@ struct LoweringOptions {
   // sums send each peer's partial sum straight to it
   // (emitDirectLinearReduceScatter, emitDirectLinearAllreduce) instead of
   // passing sums round a ring: over three devices or more, and at two
-  // where the pair runs as one chunk (Lowerer::directReduction).
+  // where the pair runs as one chunk or `gemms_in_order`
+  // (Lowerer::directReduction).
   bool direct_reduce_scatter = true;
+  // The host passes will run each stream chunk's GEMMs on one stream in
+  // chunk order (StreamSchedule::kCommunicationPerStream): at two devices
+  // the reduce-scatter and allreduce are direct then for any number of
+  // chunks, since a ring's last GEMM would wait for its chunk's move with
+  // no other chunk's GEMM beside it.
+  bool gemms_in_order = false;
   // Compute an allgather and the linear consuming it (the pair whose ring
   // is emitAllgatherLinear), and a linear and the reduce-scatter of its
   // partial sums (emitLinearReduceScatter's pair), with one fused kernel

@@ -277,8 +277,9 @@ bool Lowerer::directReduction(size_t team_size) const {
   // then cannot hide: the direct form runs them side by side and adds the
   // arrival after. Where a Stream loop has several chunks, each chunk's
   // move runs beside the next chunk's GEMMs anyway, and the ring saves the
-  // add.
-  if (loop_ == nullptr) {
+  // add. With the chunks' GEMMs in order on one stream, nothing runs
+  // beside a ring's move: direct again.
+  if (loop_ == nullptr || options_.gemms_in_order) {
     return true;
   }
   const ForLoop* loop = loop_->loop();

@@ -20,6 +20,88 @@ bool isAssigned(const ForLoop* loop) {
   return false;
 }
 
+// Whether `expr`, or a statement of the loop it is, satisfies `is`.
+template <typename Predicate>
+bool holds(const Expr* expr, Predicate is) {
+  if (is(expr)) {
+    return true;
+  }
+  const auto* loop = dynamic_cast<const ForLoop*>(expr);
+  return loop != nullptr && std::any_of(
+                                loop->body().exprs().begin(),
+                                loop->body().exprs().end(),
+                                [&](const Expr* e) { return holds(e, is); });
+}
+
+bool isCollective(const Expr* expr) {
+  return holds(expr, [](const Expr* e) {
+    // A fused matmul–communication statement communicates too.
+    const auto* c = dynamic_cast<const Communication*>(e);
+    return (c != nullptr &&
+            c->type() != CommunicationType::CollectivePermute) ||
+           dynamic_cast<const FusedMatmulCommunication*>(e) != nullptr;
+  });
+}
+
+bool isPermute(const Expr* expr) {
+  return holds(expr, [](const Expr* e) {
+    const auto* c = dynamic_cast<const Communication*>(e);
+    return c != nullptr && c->type() == CommunicationType::CollectivePermute;
+  });
+}
+
+bool isContraction(const Expr* expr) {
+  return holds(expr, [](const Expr* e) {
+    const auto* op = dynamic_cast<const TensorOp*>(e);
+    if (op == nullptr) {
+      return false;
+    }
+    switch (op->type()) {
+      case OpType::Linear:
+      case OpType::Matmul:
+      case OpType::GroupedMm:
+      case OpType::SdpaFwd:
+      case OpType::SdpaBwd:
+        return true;
+      default:
+        return false;
+    }
+  });
+}
+
+// Where an iteration of StreamSchedule::kCommunicationPerStream moves to
+// its worker stream: at its first collective, which the stream it is
+// issued on waits for; but where moves to peers (CollectivePermutes, which
+// go to communication streams of their own) come before it, right after
+// the last contraction before it (a statement counts as what it holds: a
+// ring's loop of steps as a move and a contraction), so that the GEMMs of a
+// decomposition run on the main stream in iteration order and what follows them
+// (the sums of arrivals, the moves of the reduced parts and their waits)
+// overlaps the next iteration's. At the top for an iteration that does not
+// communicate: nothing to overlap.
+size_t workerFrom(const std::vector<Expr*>& body) {
+  const auto communicates = [](const Expr* e) {
+    return isCollective(e) || isPermute(e);
+  };
+  if (std::none_of(body.begin(), body.end(), communicates)) {
+    return 0;
+  }
+  const size_t collective = static_cast<size_t>(
+      std::find_if(body.begin(), body.end(), isCollective) - body.begin());
+  const size_t permute = static_cast<size_t>(
+      std::find_if(body.begin(), body.end(), isPermute) - body.begin());
+  if (permute >= collective) {
+    return collective;
+  }
+  size_t after_contraction = 0;
+  for (size_t i = 0; i < collective; ++i) {
+    if (isContraction(body[i])) {
+      after_contraction = i + 1;
+    }
+  }
+  return std::max(permute, after_contraction);
+}
+
 void assignScope(HostIrContainer& hic, Scope& scope, StreamSchedule schedule) {
   std::vector<Expr*> exprs;
   for (Expr* expr : scope.exprs()) {
@@ -41,20 +123,11 @@ void assignScope(HostIrContainer& hic, Scope& scope, StreamSchedule schedule) {
     auto* main = hic.create<Stream>();
     exprs.push_back(hic.create<GetCurrentStream>(main));
 
-    // Where the iteration moves to its worker stream: at the top, or at its
-    // first communication (a fused matmul–communication statement
-    // communicates too).
     const auto& old_body = loop->body().exprs();
-    auto on_worker = old_body.begin();
-    if (schedule == StreamSchedule::kCommunicationPerStream) {
-      on_worker = std::find_if(old_body.begin(), old_body.end(), [](Expr* e) {
-        return dynamic_cast<Communication*>(e) != nullptr ||
-               dynamic_cast<FusedMatmulCommunication*>(e) != nullptr;
-      });
-      if (on_worker == old_body.end()) {
-        on_worker = old_body.begin();
-      }
-    }
+    const auto on_worker = schedule == StreamSchedule::kCommunicationPerStream
+                               ? old_body.begin() + static_cast<std::ptrdiff_t>(
+                                                        workerFrom(old_body))
+                               : old_body.begin();
     std::vector<Expr*> body(old_body.begin(), on_worker);
     body.push_back(
         hic.create<SetCurrentStream>(hic.create<Stream>(loop->index())));

@@ -22,8 +22,8 @@ namespace mdfuser::hir {
 // Each scope is rebuilt in order, never patched through iterators.
 //
 // With StreamSchedule::kCommunicationPerStream, the statements before an
-// iteration's first Communication stay on the main stream, in order, and the
-// switch to the worker stream comes right before that Communication; the
+// iteration's first collective stay on the main stream, in order, and the
+// switch to the worker stream comes right before that collective; the
 // iteration switches back to the main stream at its end:
 //
 //   FOR i from a to b:
@@ -32,11 +32,21 @@ namespace mdfuser::hir {
 //     Synchronize(Stream m)          //   after chunk i is computed
 //     Communication / Wait           //   overlaps chunk i + 1's compute
 //     SetCurrentStream(Stream m)
+//
+// An iteration whose moves to peers (CollectivePermutes: a ring or direct
+// decomposition) come before its first collective switches right after its
+// last contraction (linear, matmul, attention) before that collective
+// instead: the decomposition's GEMMs, with the moves issued between them
+// and the waits for what they need, run on the main stream in iteration
+// order, and what follows the last GEMM (the sum of the arrivals, the
+// moves of the reduced parts and their waits) on the worker, beside the
+// next iteration's GEMMs. An iteration that does not communicate runs on
+// its worker whole.
 enum class StreamSchedule {
   // Each iteration runs on its own worker stream.
   kIterationPerStream,
   // Computation stays on the main stream; each iteration's communications
-  // run on its worker stream.
+  // and what follows them run on its worker stream.
   kCommunicationPerStream,
 };
 

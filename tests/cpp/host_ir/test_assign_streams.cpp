@@ -10,6 +10,7 @@
 #include "common/program_builder.h"
 #include "host_ir/passes/assign_streams.h"
 #include "host_ir/verifier.h"
+#include "ir/ops.h"
 
 namespace mdfuser {
 namespace {
@@ -164,6 +165,97 @@ SetCurrentStream(Stream 0)
 FOR i1 serial
   Synchronize(Stream i1)
 )") << "with nothing to overlap, the whole iteration goes to its worker";
+}
+
+TEST_F(
+    AssignStreamsTest, CommunicationPerStreamKeepsADecompositionsGemmsInOrder) {
+  // A direct allreduce's iteration, in short: a partial sum moved to a
+  // peer, the own part's GEMM after the arrival, the arrival added, the
+  // reduced part moved to the peer and copied out.
+  auto* partial = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  auto* arrived = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  auto* own = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  auto* gathered = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  auto permute = [&](TensorView* from, TensorView* to) {
+    return hic_->create<Communication>(
+        test::collectivePermute({0, 1}), from, to, CommunicatorBackend::kCuda);
+  };
+  ForLoop* l = loop(ParallelType::Stream);
+  Communication* scatter = permute(partial, arrived);
+  Communication* gather = permute(own, gathered);
+  l->body().pushBack(hic_->create<MatmulOp>(partial, in_, in_));
+  l->body().pushBack(scatter);
+  l->body().pushBack(hic_->create<Wait>(scatter));
+  l->body().pushBack(hic_->create<MatmulOp>(own, in_, in_));
+  l->body().pushBack(hic_->create<PointwiseOp>(
+      OpType::Add, own, std::vector<Val*>{own, arrived}));
+  l->body().pushBack(gather);
+  l->body().pushBack(hic_->create<Wait>(gather));
+  l->body().pushBack(hic_->create<LoadStoreOp>(out_, gathered));
+  hic_->topLevel().pushBack(l);
+
+  assignStreams(*hic_, StreamSchedule::kCommunicationPerStream);
+  verify(*hic_);
+  // Both GEMMs, the first move and its wait on the main stream in
+  // iteration order; from the sum of the arrival on, the worker.
+  EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  T2 = matmul(T0, T0)
+  Communication 0 T2 -> T3
+  Wait 0
+  T4 = matmul(T0, T0)
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  T4 = add(T4, T3)
+  Communication 1 T4 -> T5
+  Wait 1
+  T1 = set(T5)
+  SetCurrentStream(Stream 0)
+SetCurrentStream(Stream 0)
+FOR i1 serial
+  Synchronize(Stream i1)
+)");
+}
+
+TEST_F(AssignStreamsTest, CommunicationPerStreamSwitchesAtAnEarlierCollective) {
+  // A collective (which the stream it is issued on waits for) between two
+  // GEMMs: the main stream keeps the GEMM before it, the worker the rest
+  // from the first move on.
+  auto* partial = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  auto* arrived = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  ForLoop* l = loop(ParallelType::Stream);
+  auto* move = hic_->create<Communication>(
+      test::collectivePermute({0, 1}),
+      partial,
+      arrived,
+      CommunicatorBackend::kNccl);
+  auto* reduce = hic_->create<Communication>(
+      test::allreduce({0, 1}), arrived, arrived, CommunicatorBackend::kNccl);
+  l->body().pushBack(hic_->create<MatmulOp>(partial, in_, in_));
+  l->body().pushBack(move);
+  l->body().pushBack(hic_->create<Wait>(move));
+  l->body().pushBack(reduce);
+  l->body().pushBack(hic_->create<Wait>(reduce));
+  l->body().pushBack(hic_->create<MatmulOp>(out_, arrived, in_));
+  hic_->topLevel().pushBack(l);
+
+  assignStreams(*hic_, StreamSchedule::kCommunicationPerStream);
+  verify(*hic_);
+  EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  T2 = matmul(T0, T0)
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  Communication 0 T2 -> T3
+  Wait 0
+  Communication 1 T3 -> T3
+  Wait 1
+  T1 = matmul(T3, T0)
+  SetCurrentStream(Stream 0)
+SetCurrentStream(Stream 0)
+FOR i1 serial
+  Synchronize(Stream i1)
+)");
 }
 
 TEST_F(AssignStreamsTest, RunningTwiceIsABug) {

@@ -237,6 +237,30 @@ TEST(RingGolden, TwoDevicesKeepTheRingsForSeveralChunks) {
   EXPECT_EQ(test::occurrences(direct, "= add("), 2) << direct;
 }
 
+// With the chunks' GEMMs in order on one stream (compute_on_main_stream),
+// nothing would run beside a ring's move: the direct forms at any count,
+// each chunk's GEMMs on the main stream, the add of its arrival on its
+// worker.
+TEST(RingGolden, TwoDevicesGoDirectWithTheGemmsInOrder) {
+  auto fusion = test::makeRowParallelLinear(2, 2, 3);
+  runFusionPasses(fusion.get());
+  hir::LoweringOptions options;
+  options.ring_decomposition = true;
+  options.gemms_in_order = true;
+  auto hic = hir::lowerToHostIr(std::move(fusion), options);
+  hir::runHostPasses(
+      *hic, {.stream_schedule = hir::StreamSchedule::kCommunicationPerStream});
+  const std::string ar = hic->toString();
+  EXPECT_EQ(test::occurrences(ar, "= add("), 1) << ar;
+  EXPECT_EQ(test::occurrences(ar, "type=CollectivePermute"), 2) << ar;
+  // The stream loop and the join; no loop of ring steps.
+  EXPECT_EQ(test::occurrences(ar, "FOR i"), 2) << ar;
+  const size_t worker = ar.find("SetCurrentStream(Stream i1)");
+  ASSERT_NE(worker, std::string::npos) << ar;
+  EXPECT_LT(ar.rfind("= linear("), worker) << ar;
+  EXPECT_GT(ar.find("= add("), worker) << ar;
+}
+
 TEST(RingGolden, EachDeviceStartsOnItsOwnPart) {
   // Device 1 copies its part into index 1 and consumes index 0 last.
   const std::string program = compile(test::makeMlp(2, 2, 1, "sp"), 1);

@@ -435,6 +435,27 @@ def test_ring_prologues_first(multidevice_test, pair, graphs):
         assert torch.equal(out, split)
 
 
+@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter", "linear_allreduce"])
+def test_compute_on_main_stream(multidevice_test, pair):
+    """The GEMMs of every stream chunk on the caller's stream, in order, the
+    moves after the last one on the chunk's worker: the same values as each
+    chunk on its worker whole, run by run, statement by statement and
+    replayed as CUDA graphs, with the input negated in between."""
+    test = multidevice_test
+    needs_gpus(test)
+    fd, args, full_output = ring_pair(test, pair)
+    in_order = {"backend": CUDA, "_enable_options": ["compute_on_main_stream"]}
+    for i in range(6):
+        # Replayed as graphs by default, statement by statement every third run.
+        statements = ["cuda_graph"] if i % 3 == 2 else []
+        (ordered,) = fd.execute(args, **in_order, _disable_options=statements)
+        (whole,) = fd.execute(args, backend=CUDA)
+        expected = shard_tensor(full_output, fd.output_tensors()[0])
+        assert torch.equal(ordered, whole)
+        assert torch.equal(ordered.cpu(), expected if i % 2 == 0 else expected.neg())
+        args[0].neg_()
+
+
 @pytest.fixture
 def cuda_machine_model(multidevice_test):
     """Sets fields of this job's CUDA machine model for one test (the same on

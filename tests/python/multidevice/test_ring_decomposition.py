@@ -23,6 +23,7 @@ from ring_helpers import (
     global_inputs,
     integers,
     linear_reduce_scatter,
+    ring_pair,
     row_parallel_hidden,
     torch_linear,
 )
@@ -249,6 +250,53 @@ def test_ring_prologues_first(multidevice_test, pair, s, t):
         # The stream loop (two when split) and the loop joining the streams.
         loops = re.findall(r"^  FOR i\d+ from 0 to", program, flags=re.M)
         assert len(loops) == (3 if split else 2), program
+
+
+def gemms_then_worker(program: str) -> tuple[list[int], int]:
+    """The lines of the Stream loop's linears and the line at which its
+    iteration moves to its worker stream (the worker made current, then
+    waiting for the main stream)."""
+    lines = [line.strip() for line in program.splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("FOR "))
+    switch = next(
+        i
+        for i in range(loop, len(lines) - 1)
+        if re.fullmatch(r"SetCurrentStream\(Stream i\d+\)", lines[i])
+        and lines[i + 1].startswith("Synchronize(Stream ")
+    )
+    body_end = next(
+        (i for i in range(switch, len(lines)) if lines[i].startswith("FOR ")), len(lines)
+    )
+    gemms = [i for i in range(loop, body_end) if lines[i].startswith("= linear(")]
+    return gemms, switch
+
+
+@pytest.mark.parametrize("schedule", ["direct", "ring"])
+@pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter", "linear_allreduce"])
+def test_compute_on_main_stream_keeps_the_gemms_in_order(multidevice_test, pair, schedule):
+    """compute_on_main_stream with rings or direct moves: every GEMM of a
+    stream chunk on the main stream, before the iteration moves to its
+    worker, and the reductions direct unless refused; the same values as
+    torch."""
+    test = multidevice_test
+    fd, args, full_output = ring_pair(test, pair)
+    disable = ["direct_reduce_scatter"] if schedule == "ring" else []
+    options = {"_enable_options": [*RING, "compute_on_main_stream"], "_disable_options": disable}
+    for i in range(2):
+        (out,) = fd.execute(args, **options)
+        expected = shard_tensor(full_output, fd.output_tensors()[0])
+        assert torch.equal(out.cpu(), expected if i == 0 else expected.neg())
+        args[0].neg_()
+    if test.size == 1:
+        return  # nothing moves: the iterations run on their workers whole
+    program = fd.last_host_ir()
+    gemms, switch = gemms_then_worker(program)
+    assert gemms and max(gemms) < switch, program
+    if pair != "allgather_linear":
+        # The reduction is direct at every team size, also at d = 2 with
+        # several chunks (a ring's last GEMM would wait for its move): the
+        # own partial sum adds an arrival.
+        assert ("= add(" in program) == (schedule == "direct"), program
 
 
 def test_rings_repeat_bit_identically(multidevice_test):
