@@ -85,7 +85,7 @@ void fusedAllgatherLinear(
       " do not make an allgather + linear");
   checkOperands(in, weight, out, what);
 
-  FusedStatement& s = statementOf(backend, team, key, what);
+  FusedStatement& s = statementOf(backend, team, key, what, Pushes::kRows);
   makeStatus(s);
   raiseKernelError(s, rank);
 

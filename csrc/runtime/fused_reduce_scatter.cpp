@@ -163,7 +163,7 @@ void fusedLinearReduceScatterPulled(
   const int64_t d = static_cast<int64_t>(team.size());
   const int64_t me = memberIndex(team, backend.rank(), what);
   checkShapes(in, weight, out, d, what);
-  FusedStatement& s = statementOf(backend, team, key, what);
+  FusedStatement& s = statementOf(backend, team, key, what, Pushes::kNothing);
   makeStatus(s);
   raiseKernelError(s, backend.rank());
   if (s.pulled == nullptr) {

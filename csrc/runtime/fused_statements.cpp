@@ -13,12 +13,13 @@ FusedStatement& statementOf(
     CudaBackend& backend,
     const std::vector<int64_t>& team,
     const std::string& key,
-    const std::string& what) {
+    const std::string& what,
+    Pushes pushes) {
   std::shared_ptr<FusedStatements>& statements = backend.fusedStatements();
   if (statements == nullptr) {
     statements = std::make_shared<FusedStatements>();
   }
-  return statements->get(team, key, what);
+  return statements->get(team, key, what, pushes);
 }
 
 kernels::GemmDtype gemmDtype(const at::Tensor& t, const std::string& what) {

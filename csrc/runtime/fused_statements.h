@@ -27,8 +27,9 @@
 
 namespace mdfuser {
 
-// What a fused statement keeps between runs: its channel of the team's
-// flags, a stream for its moves, and what its kind of kernel keeps.
+// What a fused statement keeps between runs: for an allgather + GEMM, its
+// channel of the team's flags and a stream for its moves of rows; and what
+// its kind of kernel keeps.
 struct FusedStatement {
   FusedStatement() = default;
   FusedStatement(const FusedStatement&) = delete;
@@ -44,6 +45,7 @@ struct FusedStatement {
     (void)cudaGetLastError();
   }
 
+  // Statements that push rows (Pushes::kRows) only.
   int64_t channel = 0;
   cudaStream_t moves = nullptr;
   std::vector<int64_t> team;
@@ -67,39 +69,34 @@ struct FusedStatement {
   at::Tensor summed;
 };
 
+// Whether a fused statement moves rows to its peers with copy engines (the
+// allgather + GEMM), or its kernel does all its communication (the GEMM +
+// reduce-scatter, whose kernel pulls).
+enum class Pushes { kRows, kNothing };
+
 // The fused statements of one backend, by key, kept as long as the backend
-// (CudaBackend::fusedStatements). Channels are handed out in the order
-// statements first run, which is the same on every member.
+// (CudaBackend::fusedStatements). Channels go to the statements that push
+// rows, in the order they first run, which is the same on every member.
 class FusedStatements {
  public:
   FusedStatement& get(
       const std::vector<int64_t>& team,
       const std::string& key,
-      const std::string& what) {
+      const std::string& what,
+      Pushes pushes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = statements_.find(key);
     if (it != statements_.end()) {
       return *it->second;
     }
-    int64_t channel = 0;
-    for (const auto& [k, s] : statements_) {
-      if (s->team == team) {
-        ++channel;
-      }
-    }
-    MDF_USER_CHECK(
-        channel < CudaBackend::kChannels,
-        "a program runs more than ",
-        CudaBackend::kChannels,
-        " fused matmul statements over team ",
-        hir::teamString(team),
-        "; disable them with "
-        "_disable_options=[\"fused_matmul_communication\"]");
     auto s = std::make_unique<FusedStatement>();
-    s->channel = channel;
     s->team = team;
     s->what = what;
-    MDF_CUDA_CHECK(cudaStreamCreateWithFlags(&s->moves, cudaStreamNonBlocking));
+    if (pushes == Pushes::kRows) {
+      s->channel = pushingOver(team);
+      MDF_CUDA_CHECK(
+          cudaStreamCreateWithFlags(&s->moves, cudaStreamNonBlocking));
+    }
     return *statements_.emplace(key, std::move(s)).first->second;
   }
 
@@ -112,6 +109,26 @@ class FusedStatements {
   }
 
  private:
+  // How many statements over `team` push rows so far: the channel of the
+  // next.
+  int64_t pushingOver(const std::vector<int64_t>& team) const {
+    int64_t channel = 0;
+    for (const auto& [k, s] : statements_) {
+      if (s->team == team && s->moves != nullptr) {
+        ++channel;
+      }
+    }
+    MDF_USER_CHECK(
+        channel < CudaBackend::kChannels,
+        "a program runs more than ",
+        CudaBackend::kChannels,
+        " fused allgather + GEMM statements over team ",
+        hir::teamString(team),
+        "; disable them with "
+        "_disable_options=[\"fused_matmul_communication\"]");
+    return channel;
+  }
+
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<FusedStatement>> statements_;
 };
@@ -123,7 +140,8 @@ FusedStatement& statementOf(
     CudaBackend& backend,
     const std::vector<int64_t>& team,
     const std::string& key,
-    const std::string& what);
+    const std::string& what,
+    Pushes pushes);
 
 // The kernels' element type of `t` (BFloat16 or Half; a ValueError naming
 // `what` otherwise).
