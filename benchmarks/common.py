@@ -184,7 +184,9 @@ def backend_variants(
     `mdfuser_cuda_pipeline`: the CUDA backend's moves with each stream
     chunk's GEMMs on the caller's stream in chunk order and what follows
     its last GEMM on its worker (`compute_on_main_stream`), replayed as the
-    default replays.
+    default replays; at d > 2 `mdfuser_cuda_concurrent`: the CUDA
+    backend's moves outstanding at once (a direct form's to its d - 1
+    peers) each on a communication stream of its own (`concurrent_moves`).
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -200,6 +202,11 @@ def backend_variants(
     variants["mdfuser_cuda"] = cuda_backend | {"_disable_options": [*statements, *in_turn]}
     pipeline = ["compute_on_main_stream"]
     variants["mdfuser_cuda_pipeline"] = cuda_backend | {"_enable_options": pipeline}
+    if d > 2:
+        # At d = 2 a direct form has one move at a time: the same program.
+        variants["mdfuser_cuda_concurrent"] = cuda_backend | {
+            "_enable_options": ["concurrent_moves"]
+        }
     if graphs:
         variants["mdfuser_graph"] = collective_backend(cuda) | {"_enable_options": ["cuda_graph"]}
         variants["mdfuser_cuda_graph"] = cuda_backend | {

@@ -48,7 +48,14 @@ COPY = ["inplace_allreduce"]
 # its worker stream.
 PIPELINE = ["compute_on_main_stream"]
 # The variants --trace records beside the default.
-TRACED = ("mdfuser_nccl", "mdfuser_cuda_graph", "mdfuser_cuda_graph_first", "mdfuser_cuda_pipeline")
+TRACED = (
+    "mdfuser_nccl",
+    "mdfuser_cuda",
+    "mdfuser_cuda_graph",
+    "mdfuser_cuda_graph_first",
+    "mdfuser_cuda_pipeline",
+    "mdfuser_cuda_concurrent",
+)
 
 
 COLUMNS = ["variant", "s", "median_ms", "min_ms", "TFLOP/s", "algbw_GB/s"]

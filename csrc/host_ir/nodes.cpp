@@ -9,20 +9,32 @@
 
 namespace mdfuser::hir {
 
-Stream::Stream(IrContainer* container, Scalar* index, Kind kind)
-    : Val(container), index_(index), kind_(kind) {
+Stream::Stream(IrContainer* container, Scalar* index, Kind kind, int64_t lane)
+    : Val(container), index_(index), kind_(kind), lane_(lane) {
   MDF_CHECK(
       kind == Kind::kCompute || index != nullptr,
       "a communication stream has an index");
+  MDF_CHECK(
+      lane == 0 || (kind == Kind::kCommunication && lane > 0 &&
+                    lane < kCommunicationLanes),
+      "communication streams have lanes 0 to ",
+      kCommunicationLanes - 1,
+      ", compute streams none; got lane ",
+      lane);
 }
 
 std::string Stream::toString() const {
-  return (isCommunication() ? "CommunicationStream " : "Stream ") +
-         (index_ == nullptr ? std::to_string(name()) : index_->toString());
+  std::string s =
+      (isCommunication() ? "CommunicationStream " : "Stream ") +
+      (index_ == nullptr ? std::to_string(name()) : index_->toString());
+  if (lane_ != 0) {
+    s += " lane " + std::to_string(lane_);
+  }
+  return s;
 }
 
 Statement* Stream::cloneInto(IrCloner& cloner) const {
-  return cloner.target()->create<Stream>(cloner.clone(index_), kind_);
+  return cloner.target()->create<Stream>(cloner.clone(index_), kind_, lane_);
 }
 
 Statement* HostExpr::cloneInto(IrCloner&) const {

@@ -52,16 +52,26 @@ class Stream : public Val {
  public:
   enum class Kind { kCompute, kCommunication };
 
+  // `lane`: of a communication stream, which of its iteration's (0 to
+  // kCommunicationLanes - 1): moves outstanding at once go on lanes of their
+  // own (AssignCommunicationStreams).
   explicit Stream(
       IrContainer* container,
       Scalar* index = nullptr,
-      Kind kind = Kind::kCompute);
+      Kind kind = Kind::kCompute,
+      int64_t lane = 0);
+
+  // The most communication streams an iteration has.
+  static constexpr int64_t kCommunicationLanes = 4;
 
   Scalar* index() const {
     return index_;
   }
   bool isCommunication() const {
     return kind_ == Kind::kCommunication;
+  }
+  int64_t lane() const {
+    return lane_;
   }
 
   std::string_view counterKey() const override {
@@ -70,13 +80,15 @@ class Stream : public Val {
     }
     return index_ == nullptr ? "Stream" : "WorkerStream";
   }
-  // "Stream 0", "Stream i3" or "CommunicationStream i3".
+  // "Stream 0", "Stream i3", "CommunicationStream i3" or, on a lane other
+  // than the first, "CommunicationStream i3 lane 1".
   std::string toString() const override;
   Statement* cloneInto(IrCloner& cloner) const override;
 
  private:
   Scalar* index_;
   Kind kind_;
+  int64_t lane_;
 };
 
 // Base of host statements, which are never cloned.

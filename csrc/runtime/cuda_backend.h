@@ -84,8 +84,9 @@ class CudaBackend {
       std::shared_ptr<const std::string> what,
       uint64_t run);
 
-  // Channels a team offers: at most this many streams post permutes.
-  static constexpr int64_t kChannels = 256;
+  // Channels a team offers: at most this many streams post permutes (256
+  // for each lane of communication streams, Interpreter::channelOf).
+  static constexpr int64_t kChannels = 1024;
 
   // The moves of a fused allgather + linear (runtime/fused_matmul.h),
   // posted on `stream` over `team` on `channel`: for j = 1 .. d - 1, once

@@ -324,7 +324,11 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
        .symmetric_memory = lowering.backend == hir::CommunicatorBackend::kCuda,
        .stream_schedule = options.compute_on_main_stream
                               ? hir::StreamSchedule::kCommunicationPerStream
-                              : hir::StreamSchedule::kIterationPerStream});
+                              : hir::StreamSchedule::kIterationPerStream,
+       .communication_lanes =
+           options.concurrent_moves == ExecuteOptions::Choice::kOn
+               ? hir::Stream::kCommunicationLanes
+               : 1});
   if (std::ostream* os = show(dump.host_ir)) {
     *os << program->hic->toString() << std::flush;
   }

@@ -16,6 +16,7 @@
 #include "ir/errors.h"
 #include "ir/ops.h"
 #include "runtime/communicator.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/cuda_graphs.h"
 #include "runtime/tensor_types.h"
 #include "runtime/views.h"
@@ -49,7 +50,7 @@ int64_t Interpreter::scalar(const Scalar* s) const {
 
 c10::Stream Interpreter::stream(const hir::Stream* s) {
   if (s->isCommunication()) {
-    return streams_.communication(scalar(s->index()));
+    return streams_.communication(scalar(s->index()), s->lane());
   }
   if (s->index() != nullptr) {
     return streams_.worker(scalar(s->index()));
@@ -168,7 +169,14 @@ int64_t Interpreter::channelOf(const hir::Stream* s) const {
   if (s->index() == nullptr) {
     return 0;
   }
-  return (s->isCommunication() ? 2 : 1) + 2 * scalar(s->index());
+  // Lane 0 and the workers interleaved from 1, the other lanes in blocks
+  // of their own above them.
+  static_assert(
+      kChannelsALane * hir::Stream::kCommunicationLanes <=
+          CudaBackend::kChannels,
+      "the CUDA backend serves every lane's channels");
+  return (s->isCommunication() ? 2 : 1) + 2 * scalar(s->index()) +
+         s->lane() * kChannelsALane;
 }
 
 void Interpreter::runAllocate(const hir::Allocate* alloc) {

@@ -88,8 +88,10 @@ class Interpreter {
   void runLoop(const hir::ForLoop* loop);
   // The number, the same on every rank, of the stream that communications
   // posted now go on: the CUDA backend orders each stream's moves on
-  // flags of their own.
+  // flags of their own (CudaBackend::kChannels of them).
   int64_t channelOf(const hir::Stream* s) const;
+  // The channels of each lane of communication streams.
+  static constexpr int64_t kChannelsALane = 256;
   void runAllocate(const hir::Allocate* alloc);
   // `op`'s operands bound; outputs only when `with_outputs`.
   KernelCall bind(const TensorOp& op, bool with_outputs = false);

@@ -129,6 +129,7 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       flag("ring_decomposition", ring_decomposition),
       choice("cuda_graph", cuda_graph),
       choice("ring_prologues_first", ring_prologues_first),
+      choice("concurrent_moves", concurrent_moves),
       flag("direct_reduce_scatter", direct_reduce_scatter),
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
@@ -147,6 +148,7 @@ ExecuteOptions ExecuteOptions::parse(
         "ring_decomposition",
         "cuda_graph",
         "ring_prologues_first",
+        "concurrent_moves",
         "fused_matmul_communication"};
     const auto& ignored = ignoredEnableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
@@ -160,6 +162,7 @@ ExecuteOptions ExecuteOptions::parse(
         "direct_reduce_scatter",
         "cuda_graph",
         "ring_prologues_first",
+        "concurrent_moves",
         "fused_matmul_communication"};
     const auto& ignored = ignoredDisableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
@@ -199,6 +202,9 @@ ExecuteOptions ExecuteOptions::parse(
     if (name == "ring_prologues_first") {
       options.ring_prologues_first = Choice::kOn;
     }
+    if (name == "concurrent_moves") {
+      options.concurrent_moves = Choice::kOn;
+    }
     if (name == "fused_matmul_communication") {
       options.fused_matmul_communication = Choice::kOn;
     }
@@ -219,6 +225,7 @@ ExecuteOptions ExecuteOptions::parse(
     Choice* refused = name == "cuda_graph" ? &options.cuda_graph
                       : name == "ring_prologues_first"
                           ? &options.ring_prologues_first
+                      : name == "concurrent_moves" ? &options.concurrent_moves
                       : name == "fused_matmul_communication"
                           ? &options.fused_matmul_communication
                           : nullptr;

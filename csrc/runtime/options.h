@@ -58,6 +58,11 @@ struct ExecuteOptions {
   // first" enabled or disabled; by default where the machine model says the
   // stream loops wait for the link (streamLoopsWaitForTheLink).
   Choice ring_prologues_first = Choice::kDefault;
+  // A stream chunk's moves outstanding at once (a direct reduce-scatter's
+  // or allgather's to its d - 1 peers) each on a communication stream of
+  // its own (HostPassOptions::communication_lanes): "concurrent_moves"
+  // enabled or disabled; by default one stream a chunk, for now.
+  Choice concurrent_moves = Choice::kDefault;
   // Reduce-scatter rings over three devices or more send each peer's
   // partial sum straight to it (LoweringOptions::direct_reduce_scatter);
   // disabled by "direct_reduce_scatter", which passes sums round the ring.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/streams.h"
 
+#include "host_ir/nodes.h"
 #include "ir/errors.h"
 
 namespace mdfuser {
@@ -41,8 +42,15 @@ c10::Stream StreamSet::worker(int64_t index) {
   return pooled(workers_, index, "worker");
 }
 
-c10::Stream StreamSet::communication(int64_t index) {
-  return pooled(communication_, index, "communication");
+c10::Stream StreamSet::communication(int64_t index, int64_t lane) {
+  MDF_CHECK(
+      lane >= 0 && lane < hir::Stream::kCommunicationLanes,
+      "communication lane ",
+      lane);
+  return pooled(
+      communication_,
+      lane + hir::Stream::kCommunicationLanes * index,
+      "communication");
 }
 
 void StreamSet::recordUse(const c10::DataPtr& data) {

@@ -25,9 +25,10 @@ class StreamSet {
   // The worker stream of loop iteration `index`; the same stream for the
   // same index, run after run.
   c10::Stream worker(int64_t index);
-  // The communication stream of `index`, from a pool of its own: rings
-  // issue their point-to-point moves there, beside the workers' GEMMs.
-  c10::Stream communication(int64_t index);
+  // The communication stream of `index` and `lane`, from a pool of its
+  // own: rings issue their point-to-point moves there, beside the workers'
+  // GEMMs.
+  c10::Stream communication(int64_t index, int64_t lane = 0);
   // Makes the current stream wait for the work queued so far on `stream`.
   void waitFor(c10::Stream stream);
   // Keeps the caching allocator from reusing `data` before the work queued
@@ -43,6 +44,7 @@ class StreamSet {
   std::optional<c10::impl::VirtualGuardImpl> impl_;
   std::optional<c10::Event> event_;
   std::vector<c10::Stream> workers_;
+  // Lane l of index i at l + kCommunicationLanes * i.
   std::vector<c10::Stream> communication_;
 };
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "host_ir/passes/assign_communication_streams.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "ir/errors.h"
 
 namespace mdfuser::hir {
@@ -14,7 +17,14 @@ bool isPermute(const Expr* expr) {
 
 class Assigner {
  public:
-  explicit Assigner(HostIrContainer& hic) : hic_(hic) {}
+  Assigner(HostIrContainer& hic, int64_t lanes) : hic_(hic), lanes_(lanes) {
+    MDF_CHECK(
+        lanes >= 1 && lanes <= Stream::kCommunicationLanes,
+        "communication lanes: 1 to ",
+        Stream::kCommunicationLanes,
+        ", not ",
+        lanes);
+  }
 
   void run() {
     rebuild(hic_.topLevel(), nullptr, constant(hic_.ir(), 0));
@@ -31,7 +41,12 @@ class Assigner {
   // (nullptr: the caller's); `index`: the communication stream's index.
   void rebuild(Scope& scope, Stream* compute, Scalar* index) {
     std::vector<Expr*> exprs;
+    // The lane of each move of this scope not yet waited for.
+    std::unordered_map<const Communication*, int64_t> outstanding;
     for (Expr* expr : scope.exprs()) {
+      if (auto* wait = dynamic_cast<Wait*>(expr)) {
+        outstanding.erase(wait->communication());
+      }
       if (auto* set = dynamic_cast<SetCurrentStream*>(expr)) {
         MDF_CHECK(
             !set->stream()->isCommunication(),
@@ -56,15 +71,34 @@ class Assigner {
         }
         compute = caller_;
       }
+      const int64_t lane = laneFor(outstanding);
+      outstanding.emplace(static_cast<Communication*>(expr), lane);
       exprs.push_back(hic_.create<SetCurrentStream>(
-          hic_.create<Stream>(index, Stream::Kind::kCommunication)));
+          hic_.create<Stream>(index, Stream::Kind::kCommunication, lane)));
       exprs.push_back(expr);
       exprs.push_back(hic_.create<SetCurrentStream>(compute));
     }
     scope.setExprs(std::move(exprs));
   }
 
+  // The lowest lane no outstanding move holds; where all are held, the
+  // number of outstanding moves mod the lanes.
+  int64_t laneFor(const std::unordered_map<const Communication*, int64_t>&
+                      outstanding) const {
+    for (int64_t lane = 0; lane < lanes_; ++lane) {
+      const bool held = std::any_of(
+          outstanding.begin(), outstanding.end(), [&](const auto& move) {
+            return move.second == lane;
+          });
+      if (!held) {
+        return lane;
+      }
+    }
+    return static_cast<int64_t>(outstanding.size()) % lanes_;
+  }
+
   HostIrContainer& hic_;
+  const int64_t lanes_;
   // The caller's stream, captured at the top of the program when a
   // communication at the top level must come back to it.
   Stream* caller_ = nullptr;
@@ -72,8 +106,8 @@ class Assigner {
 
 } // namespace
 
-void assignCommunicationStreams(HostIrContainer& hic) {
-  Assigner(hic).run();
+void assignCommunicationStreams(HostIrContainer& hic, int64_t lanes) {
+  Assigner(hic, lanes).run();
 }
 
 } // namespace mdfuser::hir

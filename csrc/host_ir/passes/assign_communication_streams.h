@@ -22,6 +22,14 @@ namespace mdfuser::hir {
 // is not yet ordered after the compute stream: OrderCommunicationStreams
 // does that. Runs after AssignStreams, so that a Stream loop's iterations
 // already run on their workers.
-void assignCommunicationStreams(HostIrContainer& hic);
+//
+// With `lanes` above 1, moves outstanding at once in a scope (issued, not
+// yet waited for: a direct decomposition's moves to its d - 1 peers) go on
+// communication streams of their own, the lowest lane free at each, so
+// that their handshakes and copies run side by side instead of each
+// waiting for the one before; a ring's steps, each waited for before the
+// next, stay on lane 0. Beyond `lanes` outstanding moves, lanes are
+// shared (lane = count mod lanes).
+void assignCommunicationStreams(HostIrContainer& hic, int64_t lanes = 1);
 
 } // namespace mdfuser::hir

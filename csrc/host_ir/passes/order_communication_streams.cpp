@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "host_ir/passes/order_communication_streams.h"
 
+#include <array>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -20,8 +21,8 @@ class Orderer {
   explicit Orderer(HostIrContainer& hic) : hic_(hic) {}
 
   void run() {
-    Uses uses;
-    scan(hic_.topLevel(), uses);
+    Lanes lanes;
+    scan(hic_.topLevel(), lanes);
     rebuild(hic_.topLevel());
   }
 
@@ -41,6 +42,21 @@ class Orderer {
       run_start = false;
     }
   };
+  // The uses since each lane of communication streams last waited: moves on
+  // different lanes are not ordered after each other.
+  struct Lanes {
+    std::array<Uses, Stream::kCommunicationLanes> uses;
+    // The lane of the communication stream made current last.
+    int64_t current = 0;
+    void use(const TensorView* buffer, bool writes) {
+      for (Uses& lane : uses) {
+        lane.touched.insert(buffer);
+        if (writes) {
+          lane.written.insert(buffer);
+        }
+      }
+    }
+  };
 
   const TensorView* bufferOf(const Val* val) const {
     const auto* tv = dynamic_cast<const TensorView*>(val);
@@ -54,19 +70,22 @@ class Orderer {
     return tv;
   }
 
-  void scan(const Scope& scope, Uses& uses) {
+  void scan(const Scope& scope, Lanes& lanes) {
     const auto& exprs = scope.exprs();
     bool on_communication_stream = false;
     for (size_t i = 0; i < exprs.size(); ++i) {
       const Expr* expr = exprs[i];
       if (const auto* set = dynamic_cast<const SetCurrentStream*>(expr)) {
         on_communication_stream = set->stream()->isCommunication();
+        if (on_communication_stream) {
+          lanes.current = set->stream()->lane();
+        }
         continue;
       }
       if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
         // Twice: the second pass sees what the first iteration left.
-        scan(loop->body(), uses);
-        scan(loop->body(), uses);
+        scan(loop->body(), lanes);
+        scan(loop->body(), lanes);
         continue;
       }
       if (std::optional<ViewOf> view = asView(expr)) {
@@ -77,6 +96,7 @@ class Orderer {
         continue;
       }
       if (on_communication_stream) {
+        Uses& uses = lanes.uses.at(static_cast<size_t>(lanes.current));
         if (dynamic_cast<const Synchronize*>(expr) != nullptr) {
           uses.clear();
         } else if (const auto* c = dynamic_cast<const Communication*>(expr)) {
@@ -86,13 +106,12 @@ class Orderer {
       }
       for (const Val* v : expr->inputs()) {
         if (const TensorView* b = bufferOf(v)) {
-          uses.touched.insert(b);
+          lanes.use(b, /*writes=*/false);
         }
       }
       for (const Val* v : expr->outputs()) {
         if (const TensorView* b = bufferOf(v)) {
-          uses.touched.insert(b);
-          uses.written.insert(b);
+          lanes.use(b, /*writes=*/true);
         }
       }
     }

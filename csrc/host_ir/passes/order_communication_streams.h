@@ -23,7 +23,9 @@ namespace mdfuser::hir {
 //    be done before the receive overwrites them;
 // and before the first communication of a run on the CUDA backend, whose
 // symmetric buffers live from run to run: the previous run's compute may
-// still read the one it lands in.
+// still read the one it lands in. Each lane of communication streams
+// (AssignCommunicationStreams) counts on its own: a lane's wait does not
+// order another's moves.
 // A view counts as the buffer it views (conservatively, any part of it),
 // and a loop body is scanned as if it ran twice, so that the previous
 // iteration's uses count. Waits are not uses: they order the compute stream

@@ -52,7 +52,11 @@ void runHostPasses(HostIrContainer& hic, const HostPassOptions& options) {
            [schedule = options.stream_schedule](HostIrContainer& h) {
              assignStreams(h, schedule);
            }})
-      .add({"AssignCommunicationStreams", assignCommunicationStreams})
+      .add(
+          {"AssignCommunicationStreams",
+           [lanes = options.communication_lanes](HostIrContainer& h) {
+             assignCommunicationStreams(h, lanes);
+           }})
       .add({"OrderCommunicationStreams", orderCommunicationStreams})
       .add(
           {"PlaceSymmetricBuffers",

@@ -29,6 +29,9 @@ struct HostPassOptions {
   bool symmetric_memory = false;
   // How AssignStreams places Stream loop iterations.
   StreamSchedule stream_schedule = StreamSchedule::kIterationPerStream;
+  // How many communication streams AssignCommunicationStreams gives the
+  // moves of an iteration that are outstanding at once.
+  int64_t communication_lanes = 1;
 };
 
 // Runs host passes in order, verifying the program after each and dumping

@@ -30,11 +30,15 @@ class AssignCommunicationStreamsTest : public ::testing::Test {
   }
 
   Communication* permute() {
+    return permuteInto(received_);
+  }
+  // A move into a buffer of its own (moves outstanding at once).
+  Communication* permuteInto(TensorView* out) {
     return hic_->create<Communication>(
-        test::collectivePermute({0, 1}),
-        in_,
-        received_,
-        CommunicatorBackend::kGloo);
+        test::collectivePermute({0, 1}), in_, out, CommunicatorBackend::kGloo);
+  }
+  TensorView* buffer() {
+    return hic_->create<TensorView>(in_->logical(), DataType::Float);
   }
   // A ring step: the move, the GEMM beside it, the wait.
   void step(Scope& scope) {
@@ -108,6 +112,73 @@ TEST_F(AssignCommunicationStreamsTest, CollectivesStayOnTheirStream) {
   hic_->topLevel().pushBack(c);
   hic_->topLevel().pushBack(hic_->create<Wait>(c));
   EXPECT_EQ(run(), "Communication 0 T0 -> T2\nWait 0\n");
+}
+
+TEST_F(AssignCommunicationStreamsTest, OutstandingMovesTakeLanesOfTheirOwn) {
+  // A direct form's moves: three issued before any is waited for, then, once
+  // the first is waited for, a fourth, which takes the lane it freed; a
+  // ring step after all the waits is back on lane 0.
+  std::vector<Communication*> moves;
+  for (int i = 0; i < 3; ++i) {
+    moves.push_back(permuteInto(buffer()));
+    hic_->topLevel().pushBack(moves.back());
+    hic_->topLevel().pushBack(hic_->create<LoadStoreOp>(out_, in_));
+  }
+  hic_->topLevel().pushBack(hic_->create<Wait>(moves[0]));
+  moves.push_back(permuteInto(buffer()));
+  hic_->topLevel().pushBack(moves.back());
+  for (int i = 1; i < 4; ++i) {
+    hic_->topLevel().pushBack(hic_->create<Wait>(moves[i]));
+  }
+  step(hic_->topLevel());
+  assignCommunicationStreams(*hic_, /*lanes=*/4);
+  verify(*hic_);
+  EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
+SetCurrentStream(CommunicationStream 0)
+Communication 0 T0 -> T3
+SetCurrentStream(Stream 0)
+T2 = set(T0)
+SetCurrentStream(CommunicationStream 0 lane 1)
+Communication 1 T0 -> T4
+SetCurrentStream(Stream 0)
+T2 = set(T0)
+SetCurrentStream(CommunicationStream 0 lane 2)
+Communication 2 T0 -> T5
+SetCurrentStream(Stream 0)
+T2 = set(T0)
+Wait 0
+SetCurrentStream(CommunicationStream 0)
+Communication 3 T0 -> T6
+SetCurrentStream(Stream 0)
+Wait 1
+Wait 2
+Wait 3
+SetCurrentStream(CommunicationStream 0)
+Communication 4 T0 -> T1
+SetCurrentStream(Stream 0)
+T2 = set(T0)
+Wait 4
+)");
+}
+
+TEST_F(AssignCommunicationStreamsTest, MoreOutstandingMovesThanLanesShareThem) {
+  std::vector<Communication*> moves;
+  for (int i = 0; i < 3; ++i) {
+    moves.push_back(permuteInto(buffer()));
+    hic_->topLevel().pushBack(moves.back());
+  }
+  for (Communication* c : moves) {
+    hic_->topLevel().pushBack(hic_->create<Wait>(c));
+  }
+  assignCommunicationStreams(*hic_, /*lanes=*/2);
+  verify(*hic_);
+  const std::string outline = test::outline(*hic_);
+  EXPECT_EQ(test::occurrences(outline, "CommunicationStream 0 lane 1"), 1)
+      << outline;
+  EXPECT_EQ(test::occurrences(outline, "(CommunicationStream 0)"), 2)
+      << outline;
+  EXPECT_INTERNAL_ERROR(
+      assignCommunicationStreams(*hic_, /*lanes=*/5), "communication lanes");
 }
 
 TEST_F(AssignCommunicationStreamsTest, RunningTwiceIsABug) {

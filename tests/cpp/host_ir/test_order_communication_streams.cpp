@@ -41,11 +41,12 @@ class OrderCommunicationStreamsTest : public ::testing::Test {
       Scope& scope,
       TensorView* in,
       TensorView* out,
-      CommunicatorBackend backend = CommunicatorBackend::kGloo) {
+      CommunicatorBackend backend = CommunicatorBackend::kGloo,
+      int64_t lane = 0) {
     auto* c = hic_->create<Communication>(
         test::collectivePermute({0, 1}), in, out, backend);
     scope.pushBack(hic_->create<SetCurrentStream>(hic_->create<Stream>(
-        constant(hic_->ir(), 0), Stream::Kind::kCommunication)));
+        constant(hic_->ir(), 0), Stream::Kind::kCommunication, lane)));
     scope.pushBack(c);
     scope.pushBack(hic_->create<SetCurrentStream>(compute_));
     return c;
@@ -124,6 +125,39 @@ SetCurrentStream(CommunicationStream 0)
 Communication 1 T0 -> T1
 SetCurrentStream(Stream 0)
 Wait 1
+)");
+}
+
+TEST_F(OrderCommunicationStreamsTest, EachLaneWaitsForItself) {
+  // The same fresh data sent on two lanes: the second lane's stream has
+  // not waited when the first did, so it waits too; a second move on the
+  // first lane does not.
+  auto* other = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  auto* third = hic_->create<TensorView>(in_->logical(), DataType::Float);
+  top().pushBack(copy(sent_, in_));
+  Communication* a =
+      move(top(), sent_, received_, CommunicatorBackend::kCuda, 0);
+  Communication* b = move(top(), sent_, other, CommunicatorBackend::kCuda, 1);
+  Communication* c = move(top(), sent_, third, CommunicatorBackend::kCuda, 0);
+  for (Communication* m : {a, b, c}) {
+    top().pushBack(hic_->create<Wait>(m));
+  }
+  EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+T1 = set(T0)
+SetCurrentStream(CommunicationStream 0)
+Synchronize(Stream 0)
+Communication 0 T1 -> T2
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0 lane 1)
+Synchronize(Stream 0)
+Communication 1 T1 -> T4
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0)
+Communication 2 T1 -> T5
+SetCurrentStream(Stream 0)
+Wait 0
+Wait 1
+Wait 2
 )");
 }
 

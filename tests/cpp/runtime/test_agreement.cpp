@@ -96,12 +96,15 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
         changed.ring_prologues_first = ExecuteOptions::Choice::kOn;
         break;
       case 7:
-        changed.direct_reduce_scatter = false;
+        changed.concurrent_moves = ExecuteOptions::Choice::kOn;
         break;
       case 8:
-        changed.backend = hir::CommunicatorBackend::kGloo;
+        changed.direct_reduce_scatter = false;
         break;
       case 9:
+        changed.backend = hir::CommunicatorBackend::kGloo;
+        break;
+      case 10:
         changed.fused_matmul_communication = ExecuteOptions::Choice::kOff;
         break;
       default:

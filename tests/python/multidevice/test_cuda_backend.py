@@ -435,25 +435,44 @@ def test_ring_prologues_first(multidevice_test, pair, graphs):
         assert torch.equal(out, split)
 
 
+def agrees_with_the_default(test, pair: str, option: str):
+    """Six calls of `pair`'s fusion with `option` enabled on the CUDA
+    backend, each against the default's call (and torch) on the same
+    input, negated in place between calls; replayed as CUDA graphs by
+    default, statement by statement every third call. Returns the fusion
+    and its arguments."""
+    fd, args, full_output = ring_pair(test, pair)
+    for i in range(6):
+        statements = ["cuda_graph"] if i % 3 == 2 else []
+        (asked,) = fd.execute(
+            args, backend=CUDA, _enable_options=[option], _disable_options=statements
+        )
+        (default,) = fd.execute(args, backend=CUDA)
+        expected = shard_tensor(full_output, fd.output_tensors()[0])
+        assert torch.equal(asked, default)
+        assert torch.equal(asked.cpu(), expected if i % 2 == 0 else expected.neg())
+        args[0].neg_()
+    return fd, args
+
+
 @pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter", "linear_allreduce"])
 def test_compute_on_main_stream(multidevice_test, pair):
     """The GEMMs of every stream chunk on the caller's stream, in order, the
     moves after the last one on the chunk's worker: the same values as each
-    chunk on its worker whole, run by run, statement by statement and
-    replayed as CUDA graphs, with the input negated in between."""
+    chunk on its worker whole."""
+    needs_gpus(multidevice_test)
+    agrees_with_the_default(multidevice_test, pair, "compute_on_main_stream")
+
+
+@pytest.mark.parametrize("pair", ["linear_reduce_scatter", "linear_allreduce"])
+def test_concurrent_moves(multidevice_test, pair):
+    """A direct form's moves each on a communication stream (and flag
+    channel) of its own: the same values as on one stream."""
     test = multidevice_test
     needs_gpus(test)
-    fd, args, full_output = ring_pair(test, pair)
-    in_order = {"backend": CUDA, "_enable_options": ["compute_on_main_stream"]}
-    for i in range(6):
-        # Replayed as graphs by default, statement by statement every third run.
-        statements = ["cuda_graph"] if i % 3 == 2 else []
-        (ordered,) = fd.execute(args, **in_order, _disable_options=statements)
-        (whole,) = fd.execute(args, backend=CUDA)
-        expected = shard_tensor(full_output, fd.output_tensors()[0])
-        assert torch.equal(ordered, whole)
-        assert torch.equal(ordered.cpu(), expected if i % 2 == 0 else expected.neg())
-        args[0].neg_()
+    fd, args = agrees_with_the_default(test, pair, "concurrent_moves")
+    fd.execute(args, backend=CUDA, _enable_options=["concurrent_moves"])
+    assert ("lane 1" in fd.last_host_ir()) == (test.size > 2)
 
 
 @pytest.fixture

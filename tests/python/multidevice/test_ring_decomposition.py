@@ -299,6 +299,26 @@ def test_compute_on_main_stream_keeps_the_gemms_in_order(multidevice_test, pair,
         assert ("= add(" in program) == (schedule == "direct"), program
 
 
+@pytest.mark.parametrize("pair", ["linear_reduce_scatter", "linear_allreduce"])
+def test_concurrent_moves(multidevice_test, pair):
+    """concurrent_moves: a direct form's moves to its d - 1 peers, issued
+    before any is waited for, each on a communication stream of its own;
+    the same values as torch."""
+    test = multidevice_test
+    fd, args, full_output = ring_pair(test, pair)
+    options = {"_enable_options": [*RING, "concurrent_moves"]}
+    for i in range(2):
+        (out,) = fd.execute(args, **options)
+        expected = shard_tensor(full_output, fd.output_tensors()[0])
+        assert torch.equal(out.cpu(), expected if i == 0 else expected.neg())
+        args[0].neg_()
+    program = fd.last_host_ir()
+    lanes = set(re.findall(r"SetCurrentStream\(CommunicationStream i\d+ lane (\d+)\)", program))
+    # At d = 2 with two chunks the reductions are rings: one move at a time.
+    expected_lanes = {str(lane) for lane in range(1, min(test.size - 1, 4))}
+    assert lanes == (expected_lanes if test.size > 2 else set()), program
+
+
 def test_rings_repeat_bit_identically(multidevice_test):
     test = multidevice_test
     d = test.size
