@@ -186,7 +186,8 @@ def backend_variants(
     its last GEMM on its worker (`compute_on_main_stream`), replayed as the
     default replays; at d > 2 `mdfuser_cuda_concurrent`: the CUDA
     backend's moves outstanding at once (a direct form's to its d - 1
-    peers) each on a communication stream of its own (`concurrent_moves`).
+    peers) each on a communication stream of its own (`concurrent_moves`),
+    and `mdfuser_cuda_pipeline_concurrent`, both options.
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -204,8 +205,10 @@ def backend_variants(
     variants["mdfuser_cuda_pipeline"] = cuda_backend | {"_enable_options": pipeline}
     if d > 2:
         # At d = 2 a direct form has one move at a time: the same program.
-        variants["mdfuser_cuda_concurrent"] = cuda_backend | {
-            "_enable_options": ["concurrent_moves"]
+        concurrent = ["concurrent_moves"]
+        variants["mdfuser_cuda_concurrent"] = cuda_backend | {"_enable_options": concurrent}
+        variants["mdfuser_cuda_pipeline_concurrent"] = cuda_backend | {
+            "_enable_options": [*pipeline, *concurrent]
         }
     if graphs:
         variants["mdfuser_graph"] = collective_backend(cuda) | {"_enable_options": ["cuda_graph"]}
