@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/streams.h"
 
-#include "host_ir/nodes.h"
 #include "ir/errors.h"
 
 namespace mdfuser {
@@ -48,9 +47,7 @@ c10::Stream StreamSet::communication(int64_t index, int64_t lane) {
       "communication lane ",
       lane);
   return pooled(
-      communication_,
-      lane + hir::Stream::kCommunicationLanes * index,
-      "communication");
+      communication_[static_cast<size_t>(lane)], index, "communication");
 }
 
 void StreamSet::recordUse(const c10::DataPtr& data) {

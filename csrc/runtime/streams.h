@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -9,6 +10,8 @@
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "host_ir/nodes.h"
 
 namespace mdfuser {
 
@@ -44,8 +47,10 @@ class StreamSet {
   std::optional<c10::impl::VirtualGuardImpl> impl_;
   std::optional<c10::Event> event_;
   std::vector<c10::Stream> workers_;
-  // Lane l of index i at l + kCommunicationLanes * i.
-  std::vector<c10::Stream> communication_;
+  // By lane, then index: lanes other than 0 draw streams from the pool
+  // only where a program uses them.
+  std::array<std::vector<c10::Stream>, hir::Stream::kCommunicationLanes>
+      communication_;
 };
 
 // Makes the stream current at construction current again at destruction,
