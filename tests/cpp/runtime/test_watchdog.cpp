@@ -150,8 +150,9 @@ TEST(Watchdog, APeerThatExitedLeavesWorkThatDoesNotWaitForIt) {
   Watchdog::instance().setPeerCheck(nullptr);
 }
 
-// The singleton's abandoned epochs only grow: these tests use epochs above
-// every other test's.
+// The singleton's abandoned epochs only grow: the tests below use epochs
+// that grow in the order of the file, so that the whole binary also passes
+// in one process.
 TEST(Watchdog, WorkOfAnAbandonedEpochIsReleasedUntilItFinishes) {
   Releasable old_work;
   Releasable live_work;
@@ -339,10 +340,10 @@ struct Standing {
 
 TEST(Watchdog, AStandbyRunsOnceItsEpochIsAbandonedForItsDuration) {
   Standing standing;
-  Watchdog::instance().onAbandon(standing.standby(300, milliseconds(400), 0));
+  Watchdog::instance().onAbandon(standing.standby(600, milliseconds(400), 0));
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(standing.calls->load(), 0) << "nothing before the epoch ends";
-  Watchdog::instance().abandonBefore(301);
+  Watchdog::instance().abandonBefore(601);
   EXPECT_TRUE(within(milliseconds(2000), [&] {
     return standing.calls->load() >= 5;
   })) << "called at every poll once the epoch is abandoned";
@@ -356,9 +357,9 @@ TEST(Watchdog, AStandbyRunsOnceItsEpochIsAbandonedForItsDuration) {
 
 TEST(Watchdog, AStandbyEndsWhenItSaysItIsOver) {
   Standing standing;
-  Watchdog::instance().abandonBefore(311);
+  Watchdog::instance().abandonBefore(611);
   // Its epoch is already over: it starts at once.
-  Watchdog::instance().onAbandon(standing.standby(310, milliseconds(5000), 2));
+  Watchdog::instance().onAbandon(standing.standby(610, milliseconds(5000), 2));
   EXPECT_TRUE(
       within(milliseconds(2000), [&] { return standing.calls->load() >= 2; }));
   std::this_thread::sleep_for(milliseconds(200));
@@ -368,23 +369,23 @@ TEST(Watchdog, AStandbyEndsWhenItSaysItIsOver) {
 TEST(Watchdog, AStandbyWhoseOwnerIsGoneIsDropped) {
   Standing gone;
   Standing kept;
-  Watchdog::instance().onAbandon(gone.standby(320, milliseconds(5000), 1));
+  Watchdog::instance().onAbandon(gone.standby(620, milliseconds(5000), 1));
   gone.owner.reset();
   // Registering another prunes it.
-  Watchdog::instance().onAbandon(kept.standby(320, milliseconds(5000), 1));
+  Watchdog::instance().onAbandon(kept.standby(620, milliseconds(5000), 1));
   EXPECT_EQ(gone.calls.use_count(), 1) << "its release is destroyed";
-  Watchdog::instance().abandonBefore(321);
+  Watchdog::instance().abandonBefore(621);
   EXPECT_TRUE(
       within(milliseconds(2000), [&] { return kept.calls->load() >= 1; }));
   EXPECT_EQ(gone.calls->load(), 0);
 }
 
 TEST(Watchdog, APeersFailureStartsTheStandbysOfItsEpoch) {
-  Watchdog::instance().setPeerCheck(rankOneFailedIn(330));
+  Watchdog::instance().setPeerCheck(rankOneFailedIn(630));
   Standing standing;
   Releasable waits_for_1;
-  Watchdog::instance().onAbandon(standing.standby(330, milliseconds(5000), 1));
-  Watchdog::instance().watch(waits_for_1.entry(330, 1, {1}));
+  Watchdog::instance().onAbandon(standing.standby(630, milliseconds(5000), 1));
+  Watchdog::instance().watch(waits_for_1.entry(630, 1, {1}));
   EXPECT_TRUE(within(milliseconds(3500), [&] {
     return standing.calls->load() >= 1;
   })) << "the failure a wait learns of ends the epoch for the standby too";
