@@ -160,6 +160,7 @@ def backend_variants(
     graphs: bool = False,
     prologues_first: bool = False,
     ring_reduce_scatter: bool = False,
+    exchange: bool = False,
 ) -> dict[str, dict]:
     """execute's keyword arguments of the mdfuser variants timed beside the
     default (`mdfuser`: on GPUs that map each other's memory the CUDA
@@ -187,7 +188,9 @@ def backend_variants(
     default replays; at d > 2 `mdfuser_cuda_concurrent`: the CUDA
     backend's moves outstanding at once (a direct form's to its d - 1
     peers) each on a communication stream of its own (`concurrent_moves`),
-    and `mdfuser_cuda_pipeline_concurrent`, both options.
+    and `mdfuser_cuda_pipeline_concurrent`, both options; with `exchange`,
+    at d = 2, `mdfuser_cuda_exchange`: the allreduce of partial sums as one
+    exchange of whole partial sums (`exchange_allreduce`).
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -203,6 +206,10 @@ def backend_variants(
     variants["mdfuser_cuda"] = cuda_backend | {"_disable_options": [*statements, *in_turn]}
     pipeline = ["compute_on_main_stream"]
     variants["mdfuser_cuda_pipeline"] = cuda_backend | {"_enable_options": pipeline}
+    if exchange and d == 2:
+        variants["mdfuser_cuda_exchange"] = cuda_backend | {
+            "_enable_options": ["exchange_allreduce"]
+        }
     if d > 2:
         # At d = 2 a direct form has one move at a time: the same program.
         concurrent = ["concurrent_moves"]

@@ -55,6 +55,7 @@ TRACED = (
     "mdfuser_cuda_graph_first",
     "mdfuser_cuda_pipeline",
     "mdfuser_cuda_concurrent",
+    "mdfuser_cuda_exchange",
 )
 
 
@@ -308,7 +309,7 @@ def main() -> None:
     streams = [torch.cuda.Stream() for _ in range(max(args.chunks))] if cuda else []
     fds = {s: define(d, s, h, md_dtype) for s in args.chunks}
     mdfuser_variants = backend_variants(
-        cuda, d, graphs=True, prologues_first=True, ring_reduce_scatter=True
+        cuda, d, graphs=True, prologues_first=True, ring_reduce_scatter=True, exchange=True
     )
     reference, errors = run_checks(fds, inp, w, streams, rank, mdfuser_variants)
     # The default schedule with the chunk count mdfuser chooses.

@@ -114,7 +114,7 @@ class Run:
             return {}
         # Every block's rings are its only communications: its CUDA-backend
         # programs replay as graphs.
-        return backend_variants(self.cuda, self.d, graphs=True)
+        return backend_variants(self.cuda, self.d, graphs=True, exchange=True)
 
     def record(self, case: Case, variant: str, s: int, times, **extra) -> Result:
         a = case.attention

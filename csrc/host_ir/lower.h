@@ -42,6 +42,10 @@ struct LoweringOptions {
   // chunks, since a ring's last GEMM would wait for its chunk's move with
   // no other chunk's GEMM beside it.
   bool gemms_in_order = false;
+  // At two devices, the allreduce of a linear's partial sums as one
+  // exchange of whole partial sums (emitExchangedLinearAllreduce) instead
+  // of a reduce-scatter and an allgather.
+  bool exchange_allreduce = false;
   // Compute an allgather and the linear consuming it (the pair whose ring
   // is emitAllgatherLinear), and a linear and the reduce-scatter of its
   // partial sums (emitLinearReduceScatter's pair), with one fused kernel

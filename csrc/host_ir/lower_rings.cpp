@@ -208,6 +208,11 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
     // returns a fresh one): the parts arrive in a buffer of their own.
     const bool apart = options_.backend == CommunicatorBackend::kCuda &&
                        hic_.isOutput(consumer);
+    if (options_.exchange_allreduce && team.size() == 2) {
+      emitExchangedLinearAllreduce(
+          ring(team), p.in, p.weight, out, bufferLike(consumer));
+      return true;
+    }
     if (direct) {
       const std::vector<TensorView*> receives =
           buffersLike(consumer, team.size() - 1);

@@ -384,4 +384,23 @@ void emitDirectLinearAllreduce(
   }
 }
 
+void emitExchangedLinearAllreduce(
+    const Ring& ring,
+    TensorView* in,
+    TensorView* weight,
+    TensorView* out,
+    TensorView* receive) {
+  RingBuilder b(ring);
+  MDF_CHECK(
+      b.size() == 2,
+      "an exchanged allreduce runs over two devices, not ",
+      b.size());
+  HostIrContainer& hic = b.hic();
+  b.linear(b.scope(), out, in, weight, nullptr);
+  Communication* move = b.permute(b.scope(), out, receive, receive);
+  b.scope().pushBack(hic.create<Wait>(move));
+  b.scope().pushBack(hic.create<PointwiseOp>(
+      OpType::Add, out, std::vector<Val*>{out, receive}));
+}
+
 } // namespace mdfuser::hir

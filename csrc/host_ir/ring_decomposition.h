@@ -120,4 +120,18 @@ void emitDirectLinearAllreduce(
     const std::vector<TensorView*>& receives,
     TensorView* gathered);
 
+// The same allreduce over two devices, exchanged: out = linear(in, weight)
+// whole, sent to the other device in one move, landing in its `receive`
+// (a buffer of out's shape), and the other's partial sum, arriving in this
+// device's `receive`, added to it. Each device moves as much as the
+// reduce-scatter and the allgather move together, but no move waits for a
+// sum of arrivals, and the two devices add in the two orders of one
+// commutative sum, so that they agree bit for bit.
+void emitExchangedLinearAllreduce(
+    const Ring& ring,
+    TensorView* in,
+    TensorView* weight,
+    TensorView* out,
+    TensorView* receive);
+
 } // namespace mdfuser::hir

@@ -257,6 +257,8 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   lowering.ring_decomposition = options.ring_decomposition;
   lowering.direct_reduce_scatter = options.direct_reduce_scatter;
   lowering.gemms_in_order = options.compute_on_main_stream;
+  lowering.exchange_allreduce =
+      options.exchange_allreduce == ExecuteOptions::Choice::kOn;
   lowering.fused_matmul_communication =
       fusedMatmulChoice(options.fused_matmul_communication);
   lowering.fused_kernels_available = fusedMatmulKernelsAvailable(device);

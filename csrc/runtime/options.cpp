@@ -130,6 +130,7 @@ std::vector<ExecuteOptions::Value> ExecuteOptions::values() const {
       choice("cuda_graph", cuda_graph),
       choice("ring_prologues_first", ring_prologues_first),
       choice("concurrent_moves", concurrent_moves),
+      choice("exchange_allreduce", exchange_allreduce),
       flag("direct_reduce_scatter", direct_reduce_scatter),
       {"backend",
        backend.has_value() ? static_cast<int64_t>(*backend) : -1,
@@ -149,6 +150,7 @@ ExecuteOptions ExecuteOptions::parse(
         "cuda_graph",
         "ring_prologues_first",
         "concurrent_moves",
+        "exchange_allreduce",
         "fused_matmul_communication"};
     const auto& ignored = ignoredEnableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
@@ -163,6 +165,7 @@ ExecuteOptions ExecuteOptions::parse(
         "cuda_graph",
         "ring_prologues_first",
         "concurrent_moves",
+        "exchange_allreduce",
         "fused_matmul_communication"};
     const auto& ignored = ignoredDisableOptions();
     names.insert(names.end(), ignored.begin(), ignored.end());
@@ -205,6 +208,9 @@ ExecuteOptions ExecuteOptions::parse(
     if (name == "concurrent_moves") {
       options.concurrent_moves = Choice::kOn;
     }
+    if (name == "exchange_allreduce") {
+      options.exchange_allreduce = Choice::kOn;
+    }
     if (name == "fused_matmul_communication") {
       options.fused_matmul_communication = Choice::kOn;
     }
@@ -222,13 +228,14 @@ ExecuteOptions ExecuteOptions::parse(
     if (name == "direct_reduce_scatter") {
       options.direct_reduce_scatter = false;
     }
-    Choice* refused = name == "cuda_graph" ? &options.cuda_graph
-                      : name == "ring_prologues_first"
-                          ? &options.ring_prologues_first
-                      : name == "concurrent_moves" ? &options.concurrent_moves
-                      : name == "fused_matmul_communication"
-                          ? &options.fused_matmul_communication
-                          : nullptr;
+    Choice* refused =
+        name == "cuda_graph"             ? &options.cuda_graph
+        : name == "ring_prologues_first" ? &options.ring_prologues_first
+        : name == "concurrent_moves"     ? &options.concurrent_moves
+        : name == "exchange_allreduce"   ? &options.exchange_allreduce
+        : name == "fused_matmul_communication"
+            ? &options.fused_matmul_communication
+            : nullptr;
     if (refused != nullptr) {
       MDF_USER_CHECK(
           *refused != Choice::kOn,

@@ -63,6 +63,11 @@ struct ExecuteOptions {
   // its own (HostPassOptions::communication_lanes): "concurrent_moves"
   // enabled or disabled; by default one stream a chunk, for now.
   Choice concurrent_moves = Choice::kDefault;
+  // At two devices, the allreduce of a row-parallel linear's partial sums
+  // as one exchange of whole partial sums
+  // (LoweringOptions::exchange_allreduce): "exchange_allreduce" enabled or
+  // disabled; by default the reduce-scatter and allgather, for now.
+  Choice exchange_allreduce = Choice::kDefault;
   // Reduce-scatter rings over three devices or more send each peer's
   // partial sum straight to it (LoweringOptions::direct_reduce_scatter);
   // disabled by "direct_reduce_scatter", which passes sums round the ring.

@@ -261,6 +261,27 @@ TEST(RingGolden, TwoDevicesGoDirectWithTheGemmsInOrder) {
   EXPECT_GT(ar.find("= add("), worker) << ar;
 }
 
+// Exchanged (exchange_allreduce): each chunk's whole partial sum goes to
+// the other device in one move, and the other's is added to it; no parts,
+// no ring loop.
+TEST(RingGolden, TwoDevicesExchangeTheirPartialSums) {
+  for (int64_t s : {1, 3}) {
+    auto fusion = test::makeRowParallelLinear(2, 2, s);
+    runFusionPasses(fusion.get());
+    hir::LoweringOptions options;
+    options.ring_decomposition = true;
+    options.exchange_allreduce = true;
+    auto hic = hir::lowerToHostIr(std::move(fusion), options);
+    hir::runHostPasses(*hic);
+    const std::string ar = hic->toString();
+    EXPECT_EQ(test::occurrences(ar, "type=CollectivePermute"), 1) << ar;
+    EXPECT_EQ(test::occurrences(ar, "RingChunk"), 0) << ar;
+    EXPECT_EQ(test::occurrences(ar, "= add("), 1) << ar;
+    EXPECT_EQ(test::occurrences(ar, "= linear("), 1) << ar;
+    EXPECT_LT(ar.find("Wait(Communication 0)"), ar.find("= add(")) << ar;
+  }
+}
+
 TEST(RingGolden, EachDeviceStartsOnItsOwnPart) {
   // Device 1 copies its part into index 1 and consumes index 0 last.
   const std::string program = compile(test::makeMlp(2, 2, 1, "sp"), 1);

@@ -99,12 +99,15 @@ TEST_F(AgreementTest, EveryOptionIsCompared) {
         changed.concurrent_moves = ExecuteOptions::Choice::kOn;
         break;
       case 8:
-        changed.direct_reduce_scatter = false;
+        changed.exchange_allreduce = ExecuteOptions::Choice::kOn;
         break;
       case 9:
-        changed.backend = hir::CommunicatorBackend::kGloo;
+        changed.direct_reduce_scatter = false;
         break;
       case 10:
+        changed.backend = hir::CommunicatorBackend::kGloo;
+        break;
+      case 11:
         changed.fused_matmul_communication = ExecuteOptions::Choice::kOff;
         break;
       default:

@@ -51,13 +51,16 @@ TEST(ExecuteOptions, ChoicesAreAskedForOrRefusedByName) {
        {"cuda_graph",
         "ring_prologues_first",
         "concurrent_moves",
+        "exchange_allreduce",
         "fused_matmul_communication"}) {
     SCOPED_TRACE(name);
     auto chosen = [&](const ExecuteOptions& options) {
       return name == "cuda_graph"             ? options.cuda_graph
              : name == "ring_prologues_first" ? options.ring_prologues_first
              : name == "concurrent_moves"     ? options.concurrent_moves
-                                          : options.fused_matmul_communication;
+             : name == "exchange_allreduce"
+                 ? options.exchange_allreduce
+                 : options.fused_matmul_communication;
     };
     EXPECT_EQ(chosen(ExecuteOptions::parse({}, {})), Choice::kDefault);
     EXPECT_EQ(chosen(ExecuteOptions::parse({name}, {})), Choice::kOn);
@@ -96,8 +99,8 @@ TEST(ExecuteOptions, ReferenceNamesAreAcceptedAndUnknownNamesAreNot) {
       ExecuteOptions::parse({"warp_specialize"}, {}),
       "unknown option 'warp_specialize' in _enable_options; valid options "
       "are: compute_on_main_stream, ring_decomposition, cuda_graph, "
-      "ring_prologues_first, concurrent_moves, fused_matmul_communication, "
-      "host_ir_lowering");
+      "ring_prologues_first, concurrent_moves, exchange_allreduce, "
+      "fused_matmul_communication, host_ir_lowering");
   EXPECT_VALUE_ERROR(
       ExecuteOptions::parse({}, {"host_ir_lowering"}),
       "unknown option 'host_ir_lowering' in _disable_options");

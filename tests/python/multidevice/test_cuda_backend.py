@@ -475,6 +475,15 @@ def test_concurrent_moves(multidevice_test, pair):
     assert ("lane 1" in fd.last_host_ir()) == (test.size > 2)
 
 
+def test_exchanged_allreduce(multidevice_test):
+    """At two devices, the whole partial sums exchanged and added: the same
+    values as the default, run by run, graphs and statements."""
+    needs_gpus(multidevice_test)
+    fd, args = agrees_with_the_default(multidevice_test, "linear_allreduce", "exchange_allreduce")
+    fd.execute(args, backend=CUDA, _enable_options=["exchange_allreduce"])
+    assert ("RingChunk" in fd.last_host_ir()) == (multidevice_test.size != 2)
+
+
 @pytest.fixture
 def cuda_machine_model(multidevice_test):
     """Sets fields of this job's CUDA machine model for one test (the same on

@@ -319,6 +319,26 @@ def test_concurrent_moves(multidevice_test, pair):
     assert lanes == (expected_lanes if test.size > 2 else set()), program
 
 
+@pytest.mark.parametrize("s, t", [(1, 8), (3, 7), (2, 12), (2, 0)], ids=lambda v: str(v))
+def test_exchanged_allreduce(multidevice_test, s, t):
+    """exchange_allreduce: at two devices each chunk's whole partial sum
+    moves to the other device, which adds it (one move a chunk, no parts);
+    elsewhere the option changes nothing. The same values as torch."""
+    test = multidevice_test
+    d = test.size
+    h = row_parallel_hidden(d)
+    fd = row_parallel_linear(d, s, h)
+    full = global_inputs(t, 4 * h, h, seed=700 + 10 * s + t)
+    args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
+    (out,) = fd.execute(args, _enable_options=[*RING, "exchange_allreduce"])
+    assert torch.equal(out.cpu(), torch_linear(full, False))
+    program = fd.last_host_ir()
+    if d == 2:
+        expect_ring(test, program, 1, "Allreduce")
+        assert "RingChunk" not in program, program
+        assert program.count("= add(") == 1, program
+
+
 def test_rings_repeat_bit_identically(multidevice_test):
     test = multidevice_test
     d = test.size
