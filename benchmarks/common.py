@@ -190,7 +190,8 @@ def backend_variants(
     peers) each on a communication stream of its own (`concurrent_moves`),
     and `mdfuser_cuda_pipeline_concurrent`, both options; with `exchange`,
     at d = 2, `mdfuser_cuda_exchange`: the allreduce of partial sums as one
-    exchange of whole partial sums (`exchange_allreduce`).
+    exchange of whole partial sums (`exchange_allreduce`), and
+    `mdfuser_cuda_pipeline_exchange`, with the GEMMs in order too.
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -207,8 +208,10 @@ def backend_variants(
     pipeline = ["compute_on_main_stream"]
     variants["mdfuser_cuda_pipeline"] = cuda_backend | {"_enable_options": pipeline}
     if exchange and d == 2:
-        variants["mdfuser_cuda_exchange"] = cuda_backend | {
-            "_enable_options": ["exchange_allreduce"]
+        exchanged = ["exchange_allreduce"]
+        variants["mdfuser_cuda_exchange"] = cuda_backend | {"_enable_options": exchanged}
+        variants["mdfuser_cuda_pipeline_exchange"] = cuda_backend | {
+            "_enable_options": [*pipeline, *exchanged]
         }
     if d > 2:
         # At d = 2 a direct form has one move at a time: the same program.
