@@ -265,6 +265,10 @@ def add_torch_streams_ratio(results: list[Result]) -> None:
         r.vs_torch_streams = r.median_ms / streams_ms if streams_ms else None
 
 
+# Whether this process has run a profile yet (write_trace).
+_profiler_started = False
+
+
 def write_trace(
     fd, inputs, directory: str, rank: int, timer: Timer, variant: str, tag: str = "", **kwargs
 ) -> None:
@@ -279,6 +283,15 @@ def write_trace(
     # graph's capture at the second.
     for _ in range(2):
         fd.execute(inputs, **kwargs)
+    global _profiler_started
+    if not _profiler_started:
+        # The process's first profile sets the profiler up while it runs,
+        # which delays that call's launches on some ranks more than others:
+        # the first traced call was no steady state (doc/benchmarks.md).
+        with torch.profiler.profile(activities=activities):
+            fd.execute(inputs, **kwargs)
+            timer.sync()
+        _profiler_started = True
     with torch.profiler.profile(activities=activities) as prof:
         # The profiler takes each rank a different time to start: the
         # ranks meet inside it, so that the traced call is the steady state.
