@@ -191,6 +191,11 @@ Wait::Wait(IrContainer* container, Communication* communication)
     : HostExpr(container, buffersOf(communication), {}),
       communication_(communication) {}
 
+bool isCollectivePermute(const Expr* expr) {
+  const auto* c = dynamic_cast<const Communication*>(expr);
+  return c != nullptr && c->type() == CommunicationType::CollectivePermute;
+}
+
 std::string Wait::toString() const {
   return "Wait(Communication " + std::to_string(communication_->name()) + ")";
 }

@@ -129,6 +129,10 @@ class Communication : public HostExpr {
   Scalar* root_index_ = nullptr;
 };
 
+// Whether `expr` is a CollectivePermute: a step of a ring or direct
+// decomposition, which moves data to one peer.
+bool isCollectivePermute(const Expr* expr);
+
 // The current stream waits for `communication` to finish.
 class Wait : public HostExpr {
  public:

@@ -10,11 +10,6 @@ namespace mdfuser::hir {
 
 namespace {
 
-bool isPermute(const Expr* expr) {
-  const auto* c = dynamic_cast<const Communication*>(expr);
-  return c != nullptr && c->type() == CommunicationType::CollectivePermute;
-}
-
 class Assigner {
  public:
   Assigner(HostIrContainer& hic, int64_t lanes) : hic_(hic), lanes_(lanes) {
@@ -61,7 +56,7 @@ class Assigner {
             loop->parallelType() == ParallelType::Stream ? loop->index()
                                                          : index);
       }
-      if (!isPermute(expr)) {
+      if (!isCollectivePermute(expr)) {
         exprs.push_back(expr);
         continue;
       }

@@ -23,14 +23,11 @@ bool isAssigned(const ForLoop* loop) {
 // Whether `expr`, or a statement of the loop it is, satisfies `is`.
 template <typename Predicate>
 bool holds(const Expr* expr, Predicate is) {
-  if (is(expr)) {
-    return true;
+  bool found = is(expr);
+  if (const auto* loop = dynamic_cast<const ForLoop*>(expr)) {
+    forEachExpr(loop->body(), [&](const Expr* e) { found = found || is(e); });
   }
-  const auto* loop = dynamic_cast<const ForLoop*>(expr);
-  return loop != nullptr && std::any_of(
-                                loop->body().exprs().begin(),
-                                loop->body().exprs().end(),
-                                [&](const Expr* e) { return holds(e, is); });
+  return found;
 }
 
 bool isCollective(const Expr* expr) {
@@ -43,11 +40,8 @@ bool isCollective(const Expr* expr) {
   });
 }
 
-bool isPermute(const Expr* expr) {
-  return holds(expr, [](const Expr* e) {
-    const auto* c = dynamic_cast<const Communication*>(e);
-    return c != nullptr && c->type() == CommunicationType::CollectivePermute;
-  });
+bool holdsPermute(const Expr* expr) {
+  return holds(expr, isCollectivePermute);
 }
 
 bool isContraction(const Expr* expr) {
@@ -81,7 +75,7 @@ bool isContraction(const Expr* expr) {
 // communicate: nothing to overlap.
 size_t workerFrom(const std::vector<Expr*>& body) {
   const auto communicates = [](const Expr* e) {
-    return isCollective(e) || isPermute(e);
+    return isCollective(e) || holdsPermute(e);
   };
   if (std::none_of(body.begin(), body.end(), communicates)) {
     return 0;
@@ -89,7 +83,7 @@ size_t workerFrom(const std::vector<Expr*>& body) {
   const size_t collective = static_cast<size_t>(
       std::find_if(body.begin(), body.end(), isCollective) - body.begin());
   const size_t permute = static_cast<size_t>(
-      std::find_if(body.begin(), body.end(), isPermute) - body.begin());
+      std::find_if(body.begin(), body.end(), holdsPermute) - body.begin());
   if (permute >= collective) {
     return collective;
   }

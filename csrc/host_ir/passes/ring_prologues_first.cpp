@@ -17,9 +17,7 @@ bool runsRing(const Expr* expr) {
   }
   bool found = false;
   forEachExpr(loop->body(), [&](const Expr* e) {
-    const auto* comm = dynamic_cast<const Communication*>(e);
-    found |=
-        comm != nullptr && comm->type() == CommunicationType::CollectivePermute;
+    found = found || isCollectivePermute(e);
   });
   return found;
 }
