@@ -14,7 +14,9 @@ time at least one of them runs (their union; the sum over the union is
 how many run at once on average). Then what the overlap question needs:
 the call's length, the GEMMs' union against it, the peer copies' union,
 how long the call runs before its first GEMM and after its last, and, of
-that tail, how long copies to a peer run.
+that tail, how long copies to a peer run. With --timeline, every event of
+the call in order: its kind, stream, start and end (microseconds from the
+call's start) and the gap since the link (peer copies) last ran.
 
     python3 benchmarks/trace_summary.py traces/d4/trace_rank0.json [...]
 """
@@ -126,12 +128,36 @@ def summarize(path: str) -> list[str]:
     return lines
 
 
+def timeline(path: str) -> list[str]:
+    with open(path) as f:
+        events = traced_call(device_events(json.load(f)))
+    if not events:
+        return []
+    lo = min(e.start for e in events)
+    lines = [f"  {'kind':<13} {'stream':>6} {'start':>8} {'end':>8} {'link idle':>9}  name"]
+    link_free = None
+    for e in events:
+        idle = ""
+        if e.kind == "peer copy":
+            if link_free is not None and e.start > link_free:
+                idle = f"{e.start - link_free:.1f}"
+            link_free = max(e.end, link_free or e.end)
+        lines.append(
+            f"  {e.kind:<13} {e.stream:>6} {e.start - lo:>8.1f} {e.end - lo:>8.1f} "
+            f"{idle:>9}  {e.name[:60]}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="+", help="chrome trace JSON files")
+    parser.add_argument("--timeline", action="store_true", help="every event of the call")
     args = parser.parse_args(argv)
     for path in args.traces:
         print("\n".join(summarize(path)))
+        if args.timeline:
+            print("\n".join(timeline(path)))
     return 0
 
 

@@ -160,3 +160,30 @@ def test_trace_summary_of_a_call_between_two_meetings(tmp_path):
         "  before the first GEMM 0.000 ms; after the last 0.015 ms, "
         "peer copies running 0.010 ms of it"
     ), lines
+
+
+def test_trace_summary_timeline_says_how_long_the_link_idles(tmp_path):
+    """Two peer copies 12 us apart on two streams: the timeline lists the
+    call's events from its start and the second copy's wait for the link."""
+    events = [
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 2, 7),
+        _kernel("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_TNT", 10, 20, 20),
+        _kernel("Memcpy PtoP (Device -> Device)", 30, 8, 22, cat="gpu_memcpy"),
+        _kernel("Memcpy PtoP (Device -> Device)", 50, 8, 23, cat="gpu_memcpy"),
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100, 2, 7),
+    ]
+    path = tmp_path / "trace_rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    import sys
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import trace_summary
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    rows = [line.split() for line in trace_summary.timeline(str(path))[1:]]
+    # kind, stream, start, end, [link idle], name
+    assert rows[0][:4] == ["gemm", "20", "0.0", "20.0"], rows
+    assert rows[1][:5] == ["peer", "copy", "22", "20.0", "28.0"], rows
+    assert rows[1][5] == "Memcpy", rows  # the first copy: no idle time before it
+    assert rows[2][:6] == ["peer", "copy", "23", "40.0", "48.0", "12.0"], rows
