@@ -123,6 +123,16 @@ void Communication::setRootIndex(Scalar* index) {
   root_index_ = index;
 }
 
+void Communication::setSendsAfter(Stream* stream) {
+  MDF_CHECK(
+      backend_ == CommunicatorBackend::kCuda &&
+          spec_.type == CommunicationType::CollectivePermute &&
+          stream != nullptr && !stream->isCommunication(),
+      "only a CollectivePermute on the CUDA backend sends after a compute "
+      "stream");
+  sends_after_ = stream;
+}
+
 void Communication::reduceInPlace() {
   MDF_CHECK(in_ != nullptr && out_ != nullptr);
   in_ = out_;
@@ -167,6 +177,9 @@ std::string Communication::toString() const {
     s += landing_ == in_    ? ", lands_at=input"
          : landing_ == out_ ? ", lands_at=output"
                             : ", lands_at=" + landing_->toString();
+  }
+  if (sends_after_ != nullptr) {
+    s += ", sends_after=" + sends_after_->toString();
   }
   return s + ", backend=" + std::string(backendName(backend_)) + ")";
 }

@@ -114,6 +114,15 @@ class Communication : public HostExpr {
   void setRootIndex(Scalar* index);
   // Makes the collective read its output buffer: it reduces in place.
   void reduceInPlace();
+  // A CollectivePermute on the CUDA backend whose receive is posted before
+  // its data is ready: the stream whose work so far the copy waits for,
+  // after the handshake that tells the peer this member's buffer is free
+  // (OrderCommunicationStreams). nullptr: the current stream already
+  // waited for it.
+  Stream* sendsAfter() const {
+    return sends_after_;
+  }
+  void setSendsAfter(Stream* stream);
 
   std::string_view opName() const override {
     return "Communication";
@@ -127,6 +136,7 @@ class Communication : public HostExpr {
   CommunicatorBackend backend_;
   TensorView* landing_ = nullptr;
   Scalar* root_index_ = nullptr;
+  Stream* sends_after_ = nullptr;
 };
 
 // Whether `expr` is a CollectivePermute: a step of a ring or direct

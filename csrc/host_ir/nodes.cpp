@@ -102,6 +102,13 @@ std::string Synchronize::toString() const {
   return "Synchronize(" + stream()->toString() + ")";
 }
 
+SynchronizePreviousRun::SynchronizePreviousRun(IrContainer* container)
+    : HostExpr(container, {}, {}) {}
+
+std::string SynchronizePreviousRun::toString() const {
+  return "Synchronize(previous run)";
+}
+
 ShardView::ShardView(
     IrContainer* container,
     TensorView* out,

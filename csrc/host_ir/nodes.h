@@ -178,6 +178,22 @@ class Synchronize : public HostExpr {
   std::string toString() const override;
 };
 
+// The current stream waits for the program's previous runs: for the work
+// queued on the caller's stream before this run began, which every run
+// joins before it returns (and which CUDA graph replays launch on, one
+// after another), but for none of this run's. What a buffer that outlives
+// a run (the CUDA backend's symmetric buffers) waits for before this run
+// writes it, where nothing of this run used it yet. Printed
+// "Synchronize(previous run)".
+class SynchronizePreviousRun : public HostExpr {
+ public:
+  explicit SynchronizePreviousRun(IrContainer* container);
+  std::string_view opName() const override {
+    return "SynchronizePreviousRun";
+  }
+  std::string toString() const override;
+};
+
 // out = a part of `in`: a view, [start, start + length) along local axis
 // `axis`. The evaluator and the verifier treat its kinds alike.
 class ShardView : public HostExpr {

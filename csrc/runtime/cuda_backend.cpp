@@ -265,7 +265,8 @@ PendingCollective CudaBackend::permute(
     const at::Tensor& landing,
     int64_t channel,
     std::shared_ptr<const std::string> what,
-    uint64_t run) {
+    uint64_t run,
+    const std::function<void()>& before_copy) {
   checkChannel(channel, *what);
   MDF_CHECK(
       in.dtype() == landing.dtype() && in.numel() == landing.numel(),
@@ -304,6 +305,9 @@ PendingCollective CudaBackend::permute(
       t.slot(t.me, Team::kReady, channel, next));
   // Only for the watchdog's report, which a capture has none of.
   Event ready = captured ? nullptr : t.events.record(stream);
+  if (before_copy) {
+    before_copy();
+  }
   if (in.numel() > 0) {
     copyToPeer(in, place, buffers_.peerAddress(landing, next), stream);
   }
@@ -454,7 +458,8 @@ PendingCollective CudaBackend::permute(
     const at::Tensor&,
     int64_t,
     std::shared_ptr<const std::string>,
-    uint64_t) {
+    uint64_t,
+    const std::function<void()>&) {
   MDF_UNREACHABLE();
 }
 

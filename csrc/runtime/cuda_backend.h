@@ -73,7 +73,10 @@ class CudaBackend {
   // view of this member's symmetric buffer) has here, and the member's
   // `shift` places back arrives in `out`. `what` names the operation in errors
   // (built once by the caller: permutes are posted at every ring step). wait()
-  // on the result makes the then current stream wait.
+  // on the result makes the then current stream wait. `before_copy`, where
+  // given, is called between the handshake and the copy to enqueue on the
+  // current stream what the copy waits for besides the peer (the data's
+  // producer): the receive is posted without waiting for it.
   PendingCollective permute(
       const std::vector<int64_t>& team,
       int64_t shift,
@@ -82,7 +85,8 @@ class CudaBackend {
       const at::Tensor& landing,
       int64_t channel,
       std::shared_ptr<const std::string> what,
-      uint64_t run);
+      uint64_t run,
+      const std::function<void()>& before_copy = {});
 
   // Channels a team offers: at most this many streams post permutes (256
   // for each lane of communication streams, Interpreter::channelOf).

@@ -73,6 +73,7 @@ HostIrEvaluator::Statement classify(const Expr* expr) {
       {isA<hir::GetCurrentStream>, S::kGetCurrentStream},
       {isA<hir::SetCurrentStream>, S::kSetCurrentStream},
       {isA<hir::Synchronize>, S::kSynchronize},
+      {isA<hir::SynchronizePreviousRun>, S::kSynchronizePreviousRun},
       {isA<hir::Allocate>, S::kAllocate},
       {isA<hir::Deallocate>, S::kDeallocate},
       {isA<hir::ShardView>, S::kShardView},
@@ -100,6 +101,7 @@ HostIrEvaluator::Tables tablesOf(const hir::Scope& scope) {
   hir::forEachExpr(scope, [&](const Expr* expr) {
     const S kind = classify(expr);
     tables.statements.emplace(expr, kind);
+    tables.waits_for_previous_run |= kind == S::kSynchronizePreviousRun;
     if (kind == S::kAllocate) {
       const auto* alloc = static_cast<const hir::Allocate*>(expr);
       if (alloc->isSymmetric()) {
@@ -227,6 +229,9 @@ std::vector<at::Tensor> HostIrEvaluator::runStatements(
   state.capturing = capturing;
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.tensors.emplace(hic_.inputs()[i], inputs[i]);
+  }
+  if (tables_.waits_for_previous_run) {
+    streams_.markRunStart();
   }
   Interpreter(state, device_, communicator_, streams_, cuda_, tables_)
       .runScope(hic_.topLevel());

@@ -67,6 +67,7 @@ class HostIrEvaluator {
     kGetCurrentStream,
     kSetCurrentStream,
     kSynchronize,
+    kSynchronizePreviousRun,
     kAllocate,
     kDeallocate,
     kShardView,
@@ -80,6 +81,9 @@ class HostIrEvaluator {
 
   // What runs read of the program, derived once.
   struct Tables {
+    // Whether the program has a SynchronizePreviousRun: its runs mark their
+    // start (StreamSet::markRunStart).
+    bool waits_for_previous_run = false;
     // Every statement's kind, from one classification: a run dispatches
     // on it without a chain of casts per statement.
     std::unordered_map<const Expr*, Statement> statements;

@@ -101,6 +101,9 @@ void Interpreter::run(const Expr* expr) {
       streams_.waitFor(
           stream(static_cast<const hir::Synchronize*>(expr)->stream()));
       return;
+    case S::kSynchronizePreviousRun:
+      streams_.waitForRunStart();
+      return;
     case S::kAllocate:
       runAllocate(static_cast<const hir::Allocate*>(expr));
       return;

@@ -153,6 +153,14 @@ void Interpreter::runCommunication(const hir::Communication* comm) {
   MDF_CHECK(communicator_ != nullptr, "a communication needs a communicator");
   if (comm->backend() == hir::CommunicatorBackend::kCuda) {
     const TensorView* landing = comm->landing();
+    // A receive posted early: the copy waits for its data's stream as it is
+    // now, once the handshake is enqueued.
+    std::function<void()> before_copy;
+    if (comm->sendsAfter() != nullptr) {
+      before_copy = [this, data = stream(comm->sendsAfter())] {
+        streams_.waitFor(data);
+      };
+    }
     state_.pending.insert_or_assign(
         comm,
         cuda().permute(
@@ -165,7 +173,8 @@ void Interpreter::runCommunication(const hir::Communication* comm) {
                                      : tensor(landing),
             channel_,
             tables_.names.at(comm),
-            state_.rng_base));
+            state_.rng_base,
+            before_copy));
     return;
   }
   c10d::Backend& backend = communicator_->backend(spec.team, comm->backend());

@@ -9,6 +9,7 @@ StreamSet::StreamSet(c10::Device device) : device_(device) {
   if (device.is_cuda()) {
     impl_.emplace(device.type());
     event_.emplace(device.type());
+    run_start_.emplace(device.type());
   }
 }
 
@@ -48,6 +49,18 @@ c10::Stream StreamSet::communication(int64_t index, int64_t lane) {
       lane);
   return pooled(
       communication_[static_cast<size_t>(lane)], index, "communication");
+}
+
+void StreamSet::markRunStart() {
+  if (impl_) {
+    run_start_->record(current());
+  }
+}
+
+void StreamSet::waitForRunStart() {
+  if (impl_) {
+    run_start_->block(current());
+  }
 }
 
 void StreamSet::recordUse(const c10::DataPtr& data) {

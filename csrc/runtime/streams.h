@@ -34,6 +34,13 @@ class StreamSet {
   c10::Stream communication(int64_t index, int64_t lane = 0);
   // Makes the current stream wait for the work queued so far on `stream`.
   void waitFor(c10::Stream stream);
+  // Marks the start of a run on the current stream (the caller's), which
+  // waitForRunStart then makes the current stream wait for: the work queued
+  // before the run. In a CUDA graph capture the mark is the capture's start,
+  // and a stream that waits for it joins the capture with nothing before
+  // it.
+  void markRunStart();
+  void waitForRunStart();
   // Keeps the caching allocator from reusing `data` before the work queued
   // so far on the current stream is done, whichever stream allocated it.
   void recordUse(const c10::DataPtr& data);
@@ -46,6 +53,7 @@ class StreamSet {
   c10::Device device_;
   std::optional<c10::impl::VirtualGuardImpl> impl_;
   std::optional<c10::Event> event_;
+  std::optional<c10::Event> run_start_;
   std::vector<c10::Stream> workers_;
   // By lane, then index: lanes other than 0 draw streams from the pool
   // only where a program uses them.

@@ -26,6 +26,26 @@ namespace mdfuser::hir {
 // still read the one it lands in. Each lane of communication streams
 // (AssignCommunicationStreams) counts on its own: a lane's wait does not
 // order another's moves.
+// On the CUDA backend a permute whose receive buffer was not used since its
+// lane last waited, where only the previous runs' uses remain, posts its
+// receive early: the communication stream waits for the previous run
+// (SynchronizePreviousRun) before the compute stream waits for this
+// iteration's work (after the scope's first SetCurrentStream of it, or at
+// the scope's start), and the permute's copy alone waits for the data
+// (Communication::sendsAfter), after the handshake that tells the peer the
+// buffer is free:
+//
+//   SetCurrentStream(Stream i)
+//   SetCurrentStream(CommunicationStream i)   // inserted
+//   Synchronize(previous run)                 // inserted
+//   SetCurrentStream(Stream i)                // inserted
+//   Synchronize(Stream 0)
+//   SetCurrentStream(CommunicationStream i)
+//   Communication 3 (..., sends_after=Stream i)
+//
+// A buffer a move lands in that is allocated in a loop body is one buffer
+// per iteration (the runtime keys symmetric buffers by loop iteration): its
+// Allocate starts it afresh.
 // A view counts as the buffer it views (conservatively, any part of it),
 // and a loop body is scanned as if it ran twice, so that the previous
 // iteration's uses count. Waits are not uses: they order the compute stream

@@ -42,6 +42,9 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
     } else if (const auto* c = dynamic_cast<const Communication*>(e)) {
       s += "Communication " + std::to_string(c->name()) + " " + t(c->in()) +
            " -> " + t(c->out());
+      if (c->sendsAfter() != nullptr) {
+        s += " after " + c->sendsAfter()->toString();
+      }
     } else if (
         const auto* f = dynamic_cast<const FusedMatmulCommunication*>(e)) {
       s += t(f->out()) + " = " + std::string(f->opName()) + "(" + t(f->in()) +
@@ -52,7 +55,8 @@ inline std::string outline(const hir::Scope& scope, int depth = 0) {
       s += g->stream()->toString() + " = GetCurrentStream";
     } else if (
         dynamic_cast<const SetCurrentStream*>(e) != nullptr ||
-        dynamic_cast<const Synchronize*>(e) != nullptr) {
+        dynamic_cast<const Synchronize*>(e) != nullptr ||
+        dynamic_cast<const SynchronizePreviousRun*>(e) != nullptr) {
       s += e->toString();
     } else if (const auto* op = dynamic_cast<const TensorOp*>(e)) {
       s += t(op->out()) + " = " + std::string(op->opName()) + "(";

@@ -107,7 +107,9 @@ Wait 0
 TEST_F(OrderCommunicationStreamsTest, TheCudaBackendWaitsOnceAtTheRunStart) {
   // Nothing in this run used the buffers, but the CUDA backend's symmetric
   // buffers outlive a run: the first move waits for the compute stream, the
-  // second, with nothing used since, does not.
+  // second, with nothing used since, does not. The first posts its receive
+  // once the previous run is done, before this run's work, and sends after
+  // it.
   top().pushBack(copy(out_, in_));
   Communication* first =
       move(top(), in_, received_, CommunicatorBackend::kCuda);
@@ -115,10 +117,12 @@ TEST_F(OrderCommunicationStreamsTest, TheCudaBackendWaitsOnceAtTheRunStart) {
   Communication* second = move(top(), in_, sent_, CommunicatorBackend::kCuda);
   top().pushBack(hic_->create<Wait>(second));
   EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+SetCurrentStream(CommunicationStream 0)
+Synchronize(previous run)
+SetCurrentStream(Stream 0)
 T3 = set(T0)
 SetCurrentStream(CommunicationStream 0)
-Synchronize(Stream 0)
-Communication 0 T0 -> T2
+Communication 0 T0 -> T2 after Stream 0
 SetCurrentStream(Stream 0)
 Wait 0
 SetCurrentStream(CommunicationStream 0)
@@ -131,7 +135,8 @@ Wait 1
 TEST_F(OrderCommunicationStreamsTest, EachLaneWaitsForItself) {
   // The same fresh data sent on two lanes: the second lane's stream has
   // not waited when the first did, so it waits too; a second move on the
-  // first lane does not.
+  // first lane does not. Neither receive buffer was in use: both lanes
+  // post their receives at the start, and send after the data is written.
   auto* other = hic_->create<TensorView>(in_->logical(), DataType::Float);
   auto* third = hic_->create<TensorView>(in_->logical(), DataType::Float);
   top().pushBack(copy(sent_, in_));
@@ -143,14 +148,18 @@ TEST_F(OrderCommunicationStreamsTest, EachLaneWaitsForItself) {
     top().pushBack(hic_->create<Wait>(m));
   }
   EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
-T1 = set(T0)
 SetCurrentStream(CommunicationStream 0)
-Synchronize(Stream 0)
-Communication 0 T1 -> T2
+Synchronize(previous run)
 SetCurrentStream(Stream 0)
 SetCurrentStream(CommunicationStream 0 lane 1)
-Synchronize(Stream 0)
-Communication 1 T1 -> T4
+Synchronize(previous run)
+SetCurrentStream(Stream 0)
+T1 = set(T0)
+SetCurrentStream(CommunicationStream 0)
+Communication 0 T1 -> T2 after Stream 0
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0 lane 1)
+Communication 1 T1 -> T4 after Stream 0
 SetCurrentStream(Stream 0)
 SetCurrentStream(CommunicationStream 0)
 Communication 2 T1 -> T5
@@ -196,6 +205,83 @@ TEST_F(OrderCommunicationStreamsTest, ViewsCountAsTheirBuffer) {
                  "Communication 0 T0 -> T5"),
       std::string::npos)
       << after;
+}
+
+// The exchange of a stream loop with the GEMMs in order: each iteration
+// computes its partial sum on the caller's stream into T1, the buffer T2
+// the peer's lands in is allocated, and the iteration moves to its worker,
+// which waits for the caller's stream; the move sends T1 and returns to the
+// worker, which reads the arrival (T3 = T2).
+class EarlyReceiveTest : public OrderCommunicationStreamsTest {
+ protected:
+  // With `per_iteration`, T2 is allocated in the loop body (a buffer of
+  // each iteration), else once before the loop (one for all).
+  void build(bool per_iteration) {
+    ForLoop* loop = hic_->create<ForLoop>(
+        symbol(hic_->ir()),
+        constant(hic_->ir(), 0),
+        constant(hic_->ir(), 2),
+        ParallelType::Stream);
+    Scope& body = loop->body();
+    auto* allocate = hic_->create<Allocate>(
+        received_, std::vector<Scalar*>{constant(hic_->ir(), 4)});
+    auto* worker = hic_->create<Stream>(loop->index());
+    body.pushBack(copy(sent_, in_));
+    (per_iteration ? body : top()).pushBack(allocate);
+    body.pushBack(hic_->create<SetCurrentStream>(worker));
+    body.pushBack(hic_->create<Synchronize>(compute_));
+    auto* c = hic_->create<Communication>(
+        test::collectivePermute({0, 1}),
+        sent_,
+        received_,
+        CommunicatorBackend::kCuda);
+    body.pushBack(hic_->create<SetCurrentStream>(
+        hic_->create<Stream>(loop->index(), Stream::Kind::kCommunication)));
+    body.pushBack(c);
+    body.pushBack(hic_->create<SetCurrentStream>(worker));
+    body.pushBack(hic_->create<Wait>(c));
+    body.pushBack(copy(out_, received_));
+    body.pushBack(hic_->create<SetCurrentStream>(compute_));
+    top().pushBack(loop);
+  }
+};
+
+TEST_F(EarlyReceiveTest, AFreshLandingIsPostedBeforeTheWorkerWaits) {
+  // T2 is a buffer of its iteration: the previous iterations' uses were of
+  // others. The communication stream waits for the previous run before the
+  // worker waits for this iteration's data, posts the receive there, and
+  // the copy waits for the worker.
+  build(/*per_iteration=*/true);
+  EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+FOR i0 stream
+  T1 = set(T0)
+  Allocate T2
+  SetCurrentStream(Stream i0)
+  SetCurrentStream(CommunicationStream i0)
+  Synchronize(previous run)
+  SetCurrentStream(Stream i0)
+  Synchronize(Stream 0)
+  SetCurrentStream(CommunicationStream i0)
+  Communication 0 T1 -> T2 after Stream i0
+  SetCurrentStream(Stream i0)
+  Wait 0
+  T3 = set(T2)
+  SetCurrentStream(Stream 0)
+)");
+}
+
+TEST_F(EarlyReceiveTest, ALandingOfEveryIterationWaitsAtTheMove) {
+  // One T2 for all iterations: the next iteration's receive must wait for
+  // this one's read of it, after the worker waited for its data.
+  build(/*per_iteration=*/false);
+  const std::string after = run();
+  EXPECT_NE(
+      after.find("SetCurrentStream(CommunicationStream i0)\n"
+                 "  Synchronize(Stream i0)\n"
+                 "  Communication 0 T1 -> T2\n"),
+      std::string::npos)
+      << after;
+  EXPECT_EQ(after.find("previous run"), std::string::npos) << after;
 }
 
 } // namespace
