@@ -190,8 +190,11 @@ def backend_variants(
     peers) each on a communication stream of its own (`concurrent_moves`),
     and `mdfuser_cuda_pipeline_concurrent`, both options; with `exchange`,
     at d = 2, `mdfuser_cuda_exchange`: the allreduce of partial sums as one
-    exchange of whole partial sums (`exchange_allreduce`), and
-    `mdfuser_cuda_pipeline_exchange`, with the GEMMs in order too.
+    exchange of whole partial sums (`exchange_allreduce`),
+    `mdfuser_cuda_pipeline_exchange`, with the GEMMs in order too (what the
+    default runs where the model says the stream loops wait for the link),
+    and `mdfuser_cuda_no_exchange`, the exchange disabled (the default
+    elsewhere).
     None at d = 1, where a team of one has neither collectives nor rings."""
     if d == 1:
         return {}
@@ -210,6 +213,7 @@ def backend_variants(
     if exchange and d == 2:
         exchanged = ["exchange_allreduce"]
         variants["mdfuser_cuda_exchange"] = cuda_backend | {"_enable_options": exchanged}
+        variants["mdfuser_cuda_no_exchange"] = cuda_backend | {"_disable_options": exchanged}
         variants["mdfuser_cuda_pipeline_exchange"] = cuda_backend | {
             "_enable_options": [*pipeline, *exchanged]
         }

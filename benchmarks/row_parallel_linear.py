@@ -56,6 +56,8 @@ TRACED = (
     "mdfuser_cuda_pipeline",
     "mdfuser_cuda_concurrent",
     "mdfuser_cuda_exchange",
+    "mdfuser_cuda_pipeline_exchange",
+    "mdfuser_cuda_no_exchange",
 )
 
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ir/errors.h"
+#include "ir/ops/matmul.h"
 #include "ir/ops/tensor_op.h"
 #include "multidevice/communication_type.h"
 #include "multidevice/fused_matmul_choice.h"
@@ -29,6 +30,17 @@ std::vector<const Split*> allChosenSplits(const Fusion& fusion) {
 
 bool isStreamParallel(const TensorView* tv) {
   return loopAxis(tv, ParallelType::Stream) != nullptr;
+}
+
+// Whether `op` runs in a stream loop: its output or an input is split
+// across streams.
+bool inStreamLoop(const TensorOp* op) {
+  bool in_loop = isStreamParallel(op->out());
+  for (const Val* in : op->inputs()) {
+    const auto* tv = dynamic_cast<const TensorView*>(in);
+    in_loop = in_loop || (tv != nullptr && isStreamParallel(tv));
+  }
+  return in_loop;
 }
 
 // One chunk's share of the stream loop's work.
@@ -55,10 +67,29 @@ bool fusedCollective(const TensorOp* op, bool fused) {
          fusedLinearReduceScatterObstacle(*scatter).empty();
 }
 
+// Whether `op` is the allreduce of a linear's partial sums over two
+// devices, which the lowering exchanges with `exchanged`.
+bool exchangedAllreduce(const TensorOp* op, bool exchanged) {
+  if (!exchanged || !isResharding(op)) {
+    return false;
+  }
+  const auto collective = collectiveOf(op);
+  if (!collective.has_value() ||
+      collective->first != CommunicationType::Allreduce ||
+      collective->second != 2) {
+    return false;
+  }
+  const auto* in = dynamic_cast<const TensorView*>(op->inputs().front());
+  const auto* linear = dynamic_cast<const LinearOp*>(in->definition());
+  return linear != nullptr && linear->bias() == nullptr;
+}
+
 // The parts a GEMM `op` runs in when the lowering makes rings of the
 // collectives beside GEMMs: one per device of the ring, for a GEMM whose
-// input an allgather makes or whose output a reduction collective takes.
-int64_t ringParts(const TensorOp* op, bool fused) {
+// input an allgather makes or whose output a reduction collective takes
+// (one where the lowering exchanges it).
+int64_t ringParts(const TensorOp* op, const Decompositions& decompositions) {
+  const bool fused = decompositions.fused;
   int64_t parts = 1;
   for (const Val* in : op->inputs()) {
     const auto* tv = dynamic_cast<const TensorView*>(in);
@@ -77,7 +108,8 @@ int64_t ringParts(const TensorOp* op, bool fused) {
   for (const Expr* use : op->out()->uses()) {
     const auto* consumer = dynamic_cast<const TensorOp*>(use);
     if (consumer != nullptr && isResharding(consumer) &&
-        !fusedCollective(consumer, fused)) {
+        !fusedCollective(consumer, fused) &&
+        !exchangedAllreduce(consumer, decompositions.exchanged)) {
       const auto collective = collectiveOf(consumer);
       if (collective.has_value() &&
           (collective->first == CommunicationType::Allreduce ||
@@ -94,10 +126,9 @@ void addOperation(
     const ScalarEvaluator& ev,
     const MachineModel& model,
     double share,
-    bool rings,
-    bool fused,
+    const Decompositions& decompositions,
     ChunkWork& work) {
-  if (fusedCollective(op, fused)) {
+  if (fusedCollective(op, decompositions.fused)) {
     // Part of its linear's statement, its moves hidden behind the GEMM.
     return;
   }
@@ -110,7 +141,11 @@ void addOperation(
   if (isResharding(op)) {
     // What a rank sends or receives: its larger side.
     const double moved = reshardedBytes(op, ev, share);
-    const CollectiveCost cost = collectiveCost(op);
+    // An exchange moves the same bytes as a reduce-scatter and an
+    // allgather, in one step.
+    const CollectiveCost cost = exchangedAllreduce(op, decompositions.exchanged)
+                                    ? CollectiveCost{1.0, 1}
+                                    : collectiveCost(op);
     work.communication += model.statement_seconds +
                           static_cast<double>(cost.steps) * model.move_seconds +
                           cost.share * moved / model.link_bytes;
@@ -129,7 +164,9 @@ void addOperation(
       const std::vector<Scalar*> in_extents = localExtents(first);
       const double k = static_cast<double>(ev.evaluate(in_extents.back()));
       const double parts =
-          rings ? static_cast<double>(ringParts(op, fused)) : 1.0;
+          decompositions.rings
+              ? static_cast<double>(ringParts(op, decompositions))
+              : 1.0;
       work.compute += gemmSeconds(model, 2.0 * elements * k, elements / parts);
       return;
     }
@@ -267,21 +304,16 @@ StreamWork estimateStreamWork(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings,
-    bool fused) {
+    const Decompositions& decompositions) {
   MDF_CHECK(count > 0);
   ChunkWork chunk;
   const double share = 1.0 / static_cast<double>(count);
+  Decompositions lowered = decompositions;
   // Lowering fuses pairs outside Stream loops only.
-  fused = fused && count == 1;
+  lowered.fused = decompositions.fused && count == 1;
   for (const TensorOp* op : compiled.exprs()) {
-    bool in_loop = isStreamParallel(op->out());
-    for (const Val* in : op->inputs()) {
-      const auto* tv = dynamic_cast<const TensorView*>(in);
-      in_loop = in_loop || (tv != nullptr && isStreamParallel(tv));
-    }
-    if (in_loop) {
-      addOperation(op, extents, model, share, rings, fused, chunk);
+    if (inStreamLoop(op)) {
+      addOperation(op, extents, model, share, lowered, chunk);
     }
   }
   return StreamWork{
@@ -295,14 +327,27 @@ double estimateStreamSeconds(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings,
-    bool fused) {
+    const Decompositions& decompositions) {
   const StreamWork chunk =
-      estimateStreamWork(compiled, extents, model, count, rings, fused);
+      estimateStreamWork(compiled, extents, model, count, decompositions);
   const double slowest =
       std::max({chunk.compute, chunk.communication, chunk.host});
   return chunk.compute + chunk.communication + chunk.host +
          static_cast<double>(count - 1) * slowest;
+}
+
+bool streamLoopsExchangePartialSums(const Fusion& compiled) {
+  bool any = false;
+  for (const TensorOp* op : compiled.exprs()) {
+    if (!isResharding(op) || !inStreamLoop(op)) {
+      continue;
+    }
+    if (!exchangedAllreduce(op, /*exchanged=*/true)) {
+      return false;
+    }
+    any = true;
+  }
+  return any;
 }
 
 ChunkChoice fastestChunkCount(

@@ -43,18 +43,32 @@ inline constexpr int64_t kMaxStreamChunks = 16;
 std::vector<int64_t> candidateChunkCounts(
     const std::vector<const Split*>& splits, const ScalarEvaluator& extents);
 
+// How the lowering decomposes the collectives beside GEMMs, which decides
+// what the model prices:
+//  - `rings` (the CUDA backend, or the ring_decomposition option): a GEMM
+//    beside an allgather, allreduce or reduce-scatter runs in one part per
+//    device of its ring, each part a GEMM of fewer outputs;
+//  - `fused` (the fused matmul–communication kernels chosen and usable): an
+//    allgather and the linear consuming it, or a linear and the
+//    reduce-scatter of its partial sums, that a fused kernel computes
+//    (fusedAllgatherLinearObstacle, fusedLinearReduceScatterObstacle) are
+//    one GEMM of the linear's whole shape, in one part, whose communication
+//    the kernel hides;
+//  - `exchanged` (LoweringOptions::exchange_allreduce): the allreduce of a
+//    linear's partial sums over two devices is one move of the whole
+//    partial sum, not a reduce-scatter's step and an allgather's, beside
+//    the linear's GEMM in one part.
+struct Decompositions {
+  bool rings = false;
+  bool fused = false;
+  bool exchanged = false;
+};
+
 // One stream chunk's work in the stream loops of `compiled` (a fusion whose
 // chosen counts are `count` and whose fusion passes ran; `extents`
 // evaluates its extents), in seconds by `model`: its computation, its
-// communication and the host's issue of its statements. With `rings` (the
-// CUDA backend, or the ring_decomposition option), a GEMM beside an
-// allgather, allreduce or reduce-scatter runs in one part per device of
-// its ring, each part a GEMM of fewer outputs. With `fused` (the fused
-// matmul–communication kernels chosen and usable), an allgather and the
-// linear consuming it, or a linear and the reduce-scatter of its partial
-// sums, that a fused kernel computes (fusedAllgatherLinearObstacle,
-// fusedLinearReduceScatterObstacle) are one GEMM of the linear's whole
-// shape, in one part, whose communication the kernel hides.
+// communication and the host's issue of its statements, the collectives
+// decomposed as `decompositions` says.
 struct StreamWork {
   double compute = 0;
   double communication = 0;
@@ -65,8 +79,7 @@ StreamWork estimateStreamWork(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings,
-    bool fused = false);
+    const Decompositions& decompositions);
 
 // The time `model` gives to the stream-parallel work of `compiled` (a fusion
 // whose chosen counts are `count` and whose fusion passes ran; `extents`
@@ -80,8 +93,14 @@ double estimateStreamSeconds(
     const ScalarEvaluator& extents,
     const MachineModel& model,
     int64_t count,
-    bool rings,
-    bool fused = false);
+    const Decompositions& decompositions);
+
+// Whether every collective in the stream loops of `compiled` (a fusion
+// whose fusion passes ran) is the allreduce of the partial sums of a linear
+// without bias over two devices, and there is one: the loops whose
+// allreduces the lowering can exchange (LoweringOptions::
+// exchange_allreduce).
+bool streamLoopsExchangePartialSums(const Fusion& compiled);
 
 // The count of least estimated time (the smaller on a tie).
 ChunkChoice fastestChunkCount(

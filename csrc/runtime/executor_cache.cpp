@@ -259,6 +259,20 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   lowering.gemms_in_order = options.compute_on_main_stream;
   lowering.exchange_allreduce =
       options.exchange_allreduce == ExecuteOptions::Choice::kOn;
+  // Left to mdfuser: link-bound allreduces of partial sums at two devices
+  // exchanged, with the GEMMs in order.
+  if (options.exchange_allreduce == ExecuteOptions::Choice::kDefault &&
+      !options.compute_on_main_stream &&
+      lowering.backend == hir::CommunicatorBackend::kCuda &&
+      exchangesPartialSumsByDefault(
+          definition_, inputs, communicator, device)) {
+    lowering.exchange_allreduce = true;
+    lowering.gemms_in_order = true;
+    if (std::ostream* os = show(dump.host_ir)) {
+      *os << "partial sums exchanged, GEMMs in order: the stream loops wait "
+             "for the link\n";
+    }
+  }
   lowering.fused_matmul_communication =
       fusedMatmulChoice(options.fused_matmul_communication);
   lowering.fused_kernels_available = fusedMatmulKernelsAvailable(device);
@@ -272,9 +286,11 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
         inputs,
         communicator,
         device,
-        hir::makesRings(lowering),
-        lowering.fused_matmul_communication == FusedMatmulChoice::kOn &&
-            hir::whyFusedKernelsUnusable(lowering).empty());
+        {.rings = hir::makesRings(lowering),
+         .fused =
+             lowering.fused_matmul_communication == FusedMatmulChoice::kOn &&
+             hir::whyFusedKernelsUnusable(lowering).empty(),
+         .exchanged = lowering.exchange_allreduce});
     chooseStreamChunks(*fusion, choice.count);
     if (std::ostream* os = show(dump.host_ir || dump.fusion_ir)) {
       *os << choice.toString() << "\n";
@@ -324,7 +340,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
        .fuse_layer_norms = options.fuse_layer_norms,
        .ring_prologues_first = prologues_first,
        .symmetric_memory = lowering.backend == hir::CommunicatorBackend::kCuda,
-       .stream_schedule = options.compute_on_main_stream
+       .stream_schedule = lowering.gemms_in_order
                               ? hir::StreamSchedule::kCommunicationPerStream
                               : hir::StreamSchedule::kIterationPerStream,
        .communication_lanes =

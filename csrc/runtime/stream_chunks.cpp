@@ -56,8 +56,7 @@ ChunkChoice chooseChunkCount(
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device,
-    bool rings,
-    bool fused) {
+    const Decompositions& decompositions) {
   const std::string device_type = deviceType(device);
   const std::optional<MachineModel> model = machineModel(device_type);
   MDF_USER_CHECK(
@@ -75,7 +74,7 @@ ChunkChoice chooseChunkCount(
   runFusionPasses(one.get());
   const ScalarEvaluator one_extents = bindInputs(*one, inputs, communicator);
   std::vector<std::pair<int64_t, double>> seconds = {
-      {1, estimateStreamSeconds(*one, one_extents, *model, 1, rings, fused)}};
+      {1, estimateStreamSeconds(*one, one_extents, *model, 1, decompositions)}};
   for (int64_t count : candidateChunkCounts(splits, one_extents)) {
     if (count == 1) {
       continue;
@@ -92,7 +91,7 @@ ChunkChoice chooseChunkCount(
     const ScalarEvaluator extents = bindInputs(*fusion, inputs, communicator);
     seconds.emplace_back(
         count,
-        estimateStreamSeconds(*fusion, extents, *model, count, rings, fused));
+        estimateStreamSeconds(*fusion, extents, *model, count, decompositions));
   }
   return fastestChunkCount(seconds);
 }
@@ -101,18 +100,35 @@ bool streamLoopsWaitForTheLink(
     const Fusion& compiled,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
-    c10::Device device) {
+    c10::Device device,
+    const Decompositions& decompositions) {
   const std::optional<MachineModel> model = machineModel(deviceType(device));
   if (!model.has_value()) {
     return false;
   }
   const ScalarEvaluator extents = bindInputs(compiled, inputs, communicator);
-  // The share of one chunk in each, the same for both: a count of 1. The
-  // rings' prologues exist only where the lowering makes rings.
+  // The share of one chunk in each, the same for both: a count of 1.
   const StreamWork work =
-      estimateStreamWork(compiled, extents, *model, 1, /*rings=*/true);
+      estimateStreamWork(compiled, extents, *model, 1, decompositions);
   return work.compute > 0 &&
          work.communication >= kLinkBoundShare * work.compute;
+}
+
+bool exchangesPartialSumsByDefault(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device) {
+  std::unique_ptr<Fusion> one = definition.clone();
+  chooseStreamChunks(*one, 1);
+  runFusionPasses(one.get());
+  return streamLoopsExchangePartialSums(*one) &&
+         streamLoopsWaitForTheLink(
+             *one,
+             inputs,
+             communicator,
+             device,
+             {.rings = true, .exchanged = true});
 }
 
 std::vector<LatencyBoundPair> latencyBoundPairsOf(

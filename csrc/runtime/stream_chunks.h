@@ -24,10 +24,8 @@ std::optional<MachineModel> machineModel(const std::string& device_type);
 
 // The stream chunk count for `definition`'s chosen splits on `inputs`: each
 // count worth trying is compiled through the fusion passes and its stream
-// loops estimated with the machine model of `device` (with `rings`, as the
-// lowering makes rings of the collectives beside GEMMs, and with `fused`,
-// as it fuses allgather + linear and linear + reduce-scatter pairs:
-// estimateStreamWork); the fastest wins.
+// loops estimated with the machine model of `device`, the collectives
+// decomposed as the lowering will (estimateStreamWork); the fastest wins.
 // No timing at run time, no communication. User error when the definition
 // asks for a count and no machine model is set for the device.
 ChunkChoice chooseChunkCount(
@@ -35,8 +33,7 @@ ChunkChoice chooseChunkCount(
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device,
-    bool rings,
-    bool fused = false);
+    const Decompositions& decompositions);
 
 // Whether `compiled` (a fusion whose fusion passes ran) is one whose rings'
 // stream chunks should issue their first GEMMs before the rings (the
@@ -45,10 +42,32 @@ ChunkChoice chooseChunkCount(
 // their communication at least kLinkBoundShare of their computation. Then
 // the first move must start as soon as one chunk's GEMM ends, not when
 // every chunk's, which run at once and share the SMs. False without a
-// model or stream loops.
+// model or stream loops. The collectives are decomposed as `decompositions`
+// says (the CUDA backend's rings unless told).
 inline constexpr double kLinkBoundShare = 0.9;
 bool streamLoopsWaitForTheLink(
     const Fusion& compiled,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator,
+    c10::Device device,
+    const Decompositions& decompositions = {.rings = true});
+
+// Whether the CUDA backend should run `definition`'s stream loops with
+// their allreduces exchanged and the GEMMs in order
+// (LoweringOptions::exchange_allreduce and gemms_in_order, the host passes'
+// StreamSchedule::kCommunicationPerStream) when the user leaves it to
+// mdfuser: where every collective of the loops is the allreduce of a
+// linear's partial sums over two devices (streamLoopsExchangePartialSums)
+// and the loops, so decomposed, wait for the link. There the copy engine
+// to the one peer is the pipeline's narrow stage: the exchange's moves
+// wait for nothing but their own chunk's GEMM, and the GEMMs in order
+// finish the chunks one after another, each as early as it can. On two
+// H200s at h = 1024, t = 65536 the schedule took 0.540-0.544 ms at its
+// best count against the default's 0.551-0.561 (benchmarks.md); where the
+// GEMM bounds the loops the default's chunks, whose GEMMs run at once,
+// stay faster. The definition is compiled at one chunk to decide.
+bool exchangesPartialSumsByDefault(
+    const Fusion& definition,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device);

@@ -11,6 +11,7 @@
 #include "common/column_parallel.h"
 #include "common/expect_error.h"
 #include "common/row_parallel.h"
+#include "common/transformer_mlp.h"
 #include "multidevice/fused_matmul_choice.h"
 #include "passes/choose_stream_chunks.h"
 #include "passes/pipeline.h"
@@ -44,7 +45,9 @@ std::vector<std::pair<int64_t, double>> estimates(
     ScalarEvaluator extents;
     auto fusion = compiled(count, t, h, extents);
     result.emplace_back(
-        count, estimateStreamSeconds(*fusion, extents, model, count, rings));
+        count,
+        estimateStreamSeconds(
+            *fusion, extents, model, count, {.rings = rings}));
   }
   return result;
 }
@@ -145,7 +148,7 @@ TEST(ChooseStreamChunks, OneChunkCostsItsThreeStages) {
                            1.0 * t * kH * 2 / model.link_bytes;
   const double expected = gemm + allreduce + 2 * model.statement_seconds;
   EXPECT_NEAR(
-      estimateStreamSeconds(*fusion, extents, model, 1, /*rings=*/false),
+      estimateStreamSeconds(*fusion, extents, model, 1, {}),
       expected,
       1e-3 * expected);
 }
@@ -160,8 +163,7 @@ TEST(ChooseStreamChunks, AnAllreduceOverDDevicesTakesItsRingsSteps) {
     runFusionPasses(fusion.get());
     ScalarEvaluator extents;
     extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
-    const StreamWork work =
-        estimateStreamWork(*fusion, extents, model, 1, /*rings=*/false);
+    const StreamWork work = estimateStreamWork(*fusion, extents, model, 1, {});
     const double steps = 2.0 * (d - 1);
     const double moved = steps / d * t * kH * 2;
     const double expected = model.statement_seconds +
@@ -179,10 +181,9 @@ TEST(ChooseStreamChunks, RingsComputeTheGemmInOnePartPerDevice) {
   const int64_t t = 1024;
   ScalarEvaluator extents;
   auto fusion = compiled(1, t, kH, extents);
-  const StreamWork whole =
-      estimateStreamWork(*fusion, extents, model, 1, /*rings=*/false);
+  const StreamWork whole = estimateStreamWork(*fusion, extents, model, 1, {});
   const StreamWork parts =
-      estimateStreamWork(*fusion, extents, model, 1, /*rings=*/true);
+      estimateStreamWork(*fusion, extents, model, 1, {.rings = true});
   const double flops = 2.0 * t * kH * (4.0 * kH / kD);
   const double outputs = 1.0 * t * kH / kD;
   EXPECT_NEAR(
@@ -196,6 +197,64 @@ TEST(ChooseStreamChunks, RingsComputeTheGemmInOnePartPerDevice) {
   EXPECT_LE(
       fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/true)).count,
       fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/false)).count);
+}
+
+TEST(ChooseStreamChunks, AnExchangedAllreduceIsOneMoveBesideOneGemm) {
+  // Exchanged (LoweringOptions::exchange_allreduce), the allreduce of the
+  // row-parallel linear's partial sums over two devices moves the whole
+  // [t, h] partial sum in one step, beside the GEMM in one part; over four
+  // devices the lowering does not exchange, and the rings are priced.
+  const MachineModel model = hopper();
+  const int64_t t = 1024;
+  for (int64_t d : {2, 4}) {
+    auto fusion = test::makeRowParallelLinear(kH, d, 2);
+    runFusionPasses(fusion.get());
+    ScalarEvaluator extents;
+    extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
+    const StreamWork whole = estimateStreamWork(*fusion, extents, model, 2, {});
+    const StreamWork rings =
+        estimateStreamWork(*fusion, extents, model, 2, {.rings = true});
+    const StreamWork exchanged = estimateStreamWork(
+        *fusion, extents, model, 2, {.rings = true, .exchanged = true});
+    if (d == 4) {
+      EXPECT_DOUBLE_EQ(exchanged.compute, rings.compute);
+      EXPECT_DOUBLE_EQ(exchanged.communication, rings.communication);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(exchanged.compute, whole.compute);
+    EXPECT_LT(exchanged.compute, rings.compute);
+    const double moved = 0.5 * t * kH * 2;
+    const double expected =
+        model.statement_seconds + model.move_seconds + moved / model.link_bytes;
+    EXPECT_NEAR(exchanged.communication, expected, 1e-6 * expected);
+    EXPECT_NEAR(
+        rings.communication - exchanged.communication,
+        model.move_seconds,
+        1e-6 * expected);
+  }
+}
+
+TEST(ChooseStreamChunks, OnlyPairwiseAllreducesOfPartialSumsAreExchanged) {
+  auto compiledFusion = [](std::unique_ptr<Fusion> fusion) {
+    runFusionPasses(fusion.get());
+    return fusion;
+  };
+  // The row-parallel linear, and the tensor-parallel MLP, whose second
+  // linear's bias the fusion passes add after the allreduce.
+  EXPECT_TRUE(streamLoopsExchangePartialSums(
+      *compiledFusion(test::makeRowParallelLinear(kH, 2, 2))));
+  EXPECT_TRUE(streamLoopsExchangePartialSums(
+      *compiledFusion(test::makeMlp(kH, 2, 2, "tp"))));
+  // Over four devices; without stream loops; a reduce-scatter; the
+  // sequence-parallel MLP's allgather and reduce-scatter.
+  EXPECT_FALSE(streamLoopsExchangePartialSums(
+      *compiledFusion(test::makeRowParallelLinear(kH, 4, 2))));
+  EXPECT_FALSE(streamLoopsExchangePartialSums(
+      *compiledFusion(test::makeShardedLinear(DeviceMesh({0, 1})))));
+  EXPECT_FALSE(streamLoopsExchangePartialSums(*compiledFusion(
+      test::makeScatteredLinear(kH, 2, 2, DataType::BFloat16, false))));
+  EXPECT_FALSE(streamLoopsExchangePartialSums(
+      *compiledFusion(test::makeMlp(kH, 2, 2, "sp"))));
 }
 
 TEST(ChooseStreamChunks, AFusedAllgatherLinearIsOneGemmWithItsMovesHidden) {
@@ -214,7 +273,7 @@ TEST(ChooseStreamChunks, AFusedAllgatherLinearIsOneGemmWithItsMovesHidden) {
     extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
     const auto work = [&](int64_t count, bool fused) {
       return estimateStreamWork(
-          *fusion, extents, model, count, /*rings=*/true, fused);
+          *fusion, extents, model, count, {.rings = true, .fused = fused});
     };
     const StreamWork chunked_ring = work(2, false);
     const StreamWork chunked_fused = work(2, true);
@@ -254,7 +313,7 @@ TEST(ChooseStreamChunks, AFusedLinearReduceScatterIsOneGemmWithItsMovesHidden) {
     extents.bind(fusion->inputs()[0]->logical()[0]->extent(), t);
     const auto work = [&](int64_t count, bool fused) {
       return estimateStreamWork(
-          *fusion, extents, model, count, /*rings=*/true, fused);
+          *fusion, extents, model, count, {.rings = true, .fused = fused});
     };
     const StreamWork chunked_ring = work(2, false);
     const StreamWork chunked_fused = work(2, true);

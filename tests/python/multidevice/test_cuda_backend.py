@@ -32,6 +32,10 @@ from mdfuser import CommunicatorBackend
 from mdfuser.multidevice import shard_tensor
 
 CUDA = CommunicatorBackend.cuda
+# The allreduce of partial sums as its reduce-scatter and allgather, which
+# the backend would otherwise exchange at two devices where the model says
+# its stream loop waits for the link (the few rows of these tests).
+UNEXCHANGED = ["exchange_allreduce"]
 
 
 def needs_gpus(test) -> None:
@@ -108,7 +112,7 @@ def test_linear_allreduce(multidevice_test, s, t):
     fd = row_parallel_linear(d, s, h)
     full = global_inputs(t, 4 * h, h, seed=300 + 10 * s + t)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
-    (out,) = fd.execute(args, backend=CUDA)
+    (out,) = fd.execute(args, backend=CUDA, _disable_options=UNEXCHANGED)
     assert torch.equal(out.cpu(), torch_linear(full, False))
     # Receiving into symmetric buffers of their own (the output cannot be
     # one): the direct form's 2 (d - 1) moves over three devices or more
@@ -117,7 +121,9 @@ def test_linear_allreduce(multidevice_test, s, t):
     direct = d > 2 or (d == 2 and s == 1)
     expect_cuda_rings(test, fd.last_host_ir(), 2 * (d - 1) if direct else 2)
     if direct:
-        (ring,) = fd.execute(args, backend=CUDA, _disable_options=["direct_reduce_scatter"])
+        (ring,) = fd.execute(
+            args, backend=CUDA, _disable_options=["direct_reduce_scatter", *UNEXCHANGED]
+        )
         assert torch.equal(ring, out)
         expect_cuda_rings(test, fd.last_host_ir(), 2)
 
@@ -414,7 +420,7 @@ def test_ring_prologues_first(multidevice_test, pair, graphs):
     fd, args, full_output = ring_pair(test, pair)
     first = ["ring_prologues_first", *(["cuda_graph"] if graphs else [])]
     # The reduce-scatter as a ring: the pass leaves its direct form as it is.
-    off = ["direct_reduce_scatter", *([] if graphs else ["cuda_graph"])]
+    off = ["direct_reduce_scatter", *UNEXCHANGED, *([] if graphs else ["cuda_graph"])]
     ring = {"backend": CUDA, "_disable_options": off}
     for i in range(4):
         (split,) = fd.execute(args, _enable_options=first, **ring)
@@ -494,6 +500,40 @@ def cuda_machine_model(multidevice_test):
     own = dict(calibration.ensure_machine_model(multidevice_test.device))
     yield lambda **fields: calibration.set_machine_model("cuda", {**own, **fields})
     calibration.set_machine_model("cuda", own)
+
+
+def test_link_bound_allreduces_are_exchanged_by_default(multidevice_test, cuda_machine_model):
+    """Left to mdfuser, the CUDA backend exchanges the partial sums of a
+    stream loop's allreduce at two devices, with the GEMMs in order, where
+    the machine model says the loop waits for the link: one move a chunk,
+    no ring. Where the GEMM bounds the loop, with the exchange disabled, or
+    over other team sizes, the direct form or the ring stays. The values
+    are torch's every time."""
+    test = multidevice_test
+    needs_gpus(test)
+    if test.size == 1:
+        pytest.skip("a team of one has no allreduce")
+    # A link of one byte a second, then one without cost: a new definition
+    # each time, since the model is read when a program is compiled.
+    for link, waits in (({"link_bytes": 1.0}, True), (FREE_LINK, False)):
+        cuda_machine_model(**link)
+        fd, args, full_output = ring_pair(test, "linear_allreduce")
+        for options in ({}, {"_disable_options": UNEXCHANGED}):
+            (out,) = fd.execute(args, backend=CUDA, **options)
+            assert torch.equal(out.cpu(), shard_tensor(full_output, fd.output_tensors()[0]))
+            program = fd.last_host_ir()
+            exchanged = waits and not options and test.size == 2
+            assert ("RingChunk" not in program) == exchanged, program
+            if exchanged:
+                assert program.count("type=CollectivePermute") == 1, program
+                # Each chunk's receive buffer is its own: posted once the
+                # previous run is done, the copy waiting for the chunk's sum.
+                assert "Synchronize(previous run)" in program, program
+                assert "sends_after=Stream i" in program, program
+
+
+# A link that moves every byte at once, with steps and statements free.
+FREE_LINK = {"link_bytes": 1e30, "move_seconds": 0.0, "statement_seconds": 0.0}
 
 
 @pytest.mark.parametrize("pair", ["allgather_linear", "linear_reduce_scatter"])
