@@ -57,7 +57,9 @@ std::vector<int64_t> candidateChunkCounts(
 //  - `exchanged` (LoweringOptions::exchange_allreduce): the allreduce of a
 //    linear's partial sums over two devices is one move of the whole
 //    partial sum, not a reduce-scatter's step and an allgather's, beside
-//    the linear's GEMM in one part.
+//    the linear's GEMM in one part; the move waits for no step before it
+//    (its receive posted early, its handshake beside the GEMM), so no
+//    step's latency (MachineModel::move_seconds) is added.
 struct Decompositions {
   bool rings = false;
   bool fused = false;
