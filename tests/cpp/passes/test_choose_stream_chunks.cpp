@@ -35,7 +35,10 @@ std::unique_ptr<Fusion> compiled(
 }
 
 std::vector<std::pair<int64_t, double>> estimates(
-    const MachineModel& model, int64_t t, int64_t h = kH, bool rings = false) {
+    const MachineModel& model,
+    int64_t t,
+    int64_t h = kH,
+    const Decompositions& decompositions = {}) {
   auto probe = test::makeRowParallelLinear(h, kD, test::kChosenChunks);
   const std::vector<const Split*> splits = chosenSplits(*probe);
   ScalarEvaluator probe_extents;
@@ -46,8 +49,7 @@ std::vector<std::pair<int64_t, double>> estimates(
     auto fusion = compiled(count, t, h, extents);
     result.emplace_back(
         count,
-        estimateStreamSeconds(
-            *fusion, extents, model, count, {.rings = rings}));
+        estimateStreamSeconds(*fusion, extents, model, count, decompositions));
   }
   return result;
 }
@@ -195,8 +197,8 @@ TEST(ChooseStreamChunks, RingsComputeTheGemmInOnePartPerDevice) {
   EXPECT_DOUBLE_EQ(parts.communication, whole.communication);
   // Smaller parts make more chunks cost more: rings never choose more.
   EXPECT_LE(
-      fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/true)).count,
-      fastestChunkCount(estimates(model, 8192, 8192, /*rings=*/false)).count);
+      fastestChunkCount(estimates(model, 8192, 8192, {.rings = true})).count,
+      fastestChunkCount(estimates(model, 8192, 8192, {})).count);
 }
 
 TEST(ChooseStreamChunks, AnExchangedAllreduceIsOneMoveBesideOneGemm) {
@@ -232,6 +234,30 @@ TEST(ChooseStreamChunks, AnExchangedAllreduceIsOneMoveBesideOneGemm) {
         2 * model.move_seconds,
         1e-6 * expected);
   }
+}
+
+TEST(ChooseStreamChunks, ExchangedLinkBoundLoopsTakeMoreChunks) {
+  // Two H200s as mdfuser.calibration measured them (2026-11-29), the
+  // row-parallel linear at h = 1024, t = 65536, whose allreduce the link
+  // bounds: as a reduce-scatter and an allgather (two steps a chunk, the
+  // GEMM in two parts) the model chooses 4 chunks; exchanged (one move a
+  // chunk that waits for no step, the GEMM whole) 8, where the exchange
+  // measured 0.543 ms against 0.553 at 4.
+  MachineModel h200;
+  h200.gemm_flops = 7.396e14;
+  h200.gemm_half_outputs = 1.295e6;
+  h200.memory_bytes = 4.09e12;
+  h200.link_bytes = 3.697e11;
+  h200.statement_seconds = 10.2e-6;
+  h200.move_seconds = 11.0e-6;
+  EXPECT_EQ(
+      fastestChunkCount(estimates(h200, 65536, 1024, {.rings = true})).count,
+      4);
+  EXPECT_EQ(
+      fastestChunkCount(
+          estimates(h200, 65536, 1024, {.rings = true, .exchanged = true}))
+          .count,
+      8);
 }
 
 TEST(ChooseStreamChunks, OnlyPairwiseAllreducesOfPartialSumsAreExchanged) {
