@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import row_parallel_hidden_near, row_parallel_linear
 from ring_helpers import (
+    UNEXCHANGED,
     allgather_linear,
     batched_allgather_linear,
     global_inputs,
@@ -32,10 +33,6 @@ from mdfuser import CommunicatorBackend
 from mdfuser.multidevice import shard_tensor
 
 CUDA = CommunicatorBackend.cuda
-# The allreduce of partial sums as its reduce-scatter and allgather, which
-# the backend would otherwise exchange at two devices where the model says
-# its stream loop waits for the link (the few rows of these tests).
-UNEXCHANGED = ["exchange_allreduce"]
 
 
 def needs_gpus(test) -> None:
@@ -112,7 +109,7 @@ def test_linear_allreduce(multidevice_test, s, t):
     fd = row_parallel_linear(d, s, h)
     full = global_inputs(t, 4 * h, h, seed=300 + 10 * s + t)
     args = [test.shard(full[name], tv) for name, tv in zip("xw", fd.fusion.inputs())]
-    (out,) = fd.execute(args, backend=CUDA, _disable_options=UNEXCHANGED)
+    (out,) = fd.execute(args, backend=CUDA, _disable_options=list(UNEXCHANGED))
     assert torch.equal(out.cpu(), torch_linear(full, False))
     # Receiving into symmetric buffers of their own (the output cannot be
     # one): the direct form's 2 (d - 1) moves over three devices or more
@@ -518,7 +515,7 @@ def test_link_bound_allreduces_are_exchanged_by_default(multidevice_test, cuda_m
     for link, waits in (({"link_bytes": 1.0}, True), (FREE_LINK, False)):
         cuda_machine_model(**link)
         fd, args, full_output = ring_pair(test, "linear_allreduce")
-        for options in ({}, {"_disable_options": UNEXCHANGED}):
+        for options in ({}, {"_disable_options": list(UNEXCHANGED)}):
             (out,) = fd.execute(args, backend=CUDA, **options)
             assert torch.equal(out.cpu(), shard_tensor(full_output, fd.output_tensors()[0]))
             program = fd.last_host_ir()

@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import row_parallel_linear, run_python
 from ring_helpers import (
+    UNEXCHANGED,
     allgather_linear,
     batched_allgather_linear,
     global_inputs,
@@ -32,10 +33,6 @@ from transformer_blocks import mlp_forward, mlp_reference
 from mdfuser.multidevice import shard_tensor
 
 RING = ["ring_decomposition"]
-# The allreduce of partial sums as its reduce-scatter and allgather, which
-# the CUDA backend would otherwise exchange at two devices where the model
-# says its stream loop waits for the link (the few rows of these tests).
-UNEXCHANGED = ("exchange_allreduce",)
 
 
 def run_both(test, fd, full: list[torch.Tensor], disable: tuple[str, ...] = ()):
