@@ -66,7 +66,8 @@ class Assigner {
         }
         compute = caller_;
       }
-      const int64_t lane = laneFor(outstanding);
+      const int64_t lane =
+          laneFor(outstanding, static_cast<Communication*>(expr));
       outstanding.emplace(static_cast<Communication*>(expr), lane);
       exprs.push_back(hic_.create<SetCurrentStream>(
           hic_.create<Stream>(index, Stream::Kind::kCommunication, lane)));
@@ -76,14 +77,24 @@ class Assigner {
     scope.setExprs(std::move(exprs));
   }
 
-  // The lowest lane no outstanding move holds; where all are held, the
-  // number of outstanding moves mod the lanes.
-  int64_t laneFor(const std::unordered_map<const Communication*, int64_t>&
-                      outstanding) const {
+  // The lane of an outstanding move sending the same buffer as `move`;
+  // else the lowest lane no outstanding move holds; where all are held,
+  // the number of outstanding moves mod the lanes.
+  int64_t laneFor(
+      const std::unordered_map<const Communication*, int64_t>& outstanding,
+      const Communication* move) const {
+    // A fan-out (one buffer sent to several peers) keeps to one lane: the
+    // copies of a buffer issued at once on several streams ran one after
+    // another all the same, each slower than alone (doc/host_ir.md).
+    for (const auto& [other, lane] : outstanding) {
+      if (other->in() == move->in()) {
+        return lane;
+      }
+    }
     for (int64_t lane = 0; lane < lanes_; ++lane) {
       const bool held = std::any_of(
-          outstanding.begin(), outstanding.end(), [&](const auto& move) {
-            return move.second == lane;
+          outstanding.begin(), outstanding.end(), [&](const auto& held_move) {
+            return held_move.second == lane;
           });
       if (!held) {
         return lane;

@@ -32,10 +32,14 @@ class AssignCommunicationStreamsTest : public ::testing::Test {
   Communication* permute() {
     return permuteInto(received_);
   }
-  // A move into a buffer of its own (moves outstanding at once).
-  Communication* permuteInto(TensorView* out) {
+  // A move into a buffer of its own (moves outstanding at once), of `in_`
+  // or of `from`.
+  Communication* permuteInto(TensorView* out, TensorView* from = nullptr) {
     return hic_->create<Communication>(
-        test::collectivePermute({0, 1}), in_, out, CommunicatorBackend::kGloo);
+        test::collectivePermute({0, 1}),
+        from == nullptr ? in_ : from,
+        out,
+        CommunicatorBackend::kGloo);
   }
   TensorView* buffer() {
     return hic_->create<TensorView>(in_->logical(), DataType::Float);
@@ -115,17 +119,17 @@ TEST_F(AssignCommunicationStreamsTest, CollectivesStayOnTheirStream) {
 }
 
 TEST_F(AssignCommunicationStreamsTest, OutstandingMovesTakeLanesOfTheirOwn) {
-  // A direct form's moves: three issued before any is waited for, then, once
-  // the first is waited for, a fourth, which takes the lane it freed; a
-  // ring step after all the waits is back on lane 0.
+  // A direct form's moves, each of its own part: three issued before any is
+  // waited for, then, once the first is waited for, a fourth, which takes
+  // the lane it freed; a ring step after all the waits is back on lane 0.
   std::vector<Communication*> moves;
   for (int i = 0; i < 3; ++i) {
-    moves.push_back(permuteInto(buffer()));
+    moves.push_back(permuteInto(buffer(), buffer()));
     hic_->topLevel().pushBack(moves.back());
     hic_->topLevel().pushBack(hic_->create<LoadStoreOp>(out_, in_));
   }
   hic_->topLevel().pushBack(hic_->create<Wait>(moves[0]));
-  moves.push_back(permuteInto(buffer()));
+  moves.push_back(permuteInto(buffer(), buffer()));
   hic_->topLevel().pushBack(moves.back());
   for (int i = 1; i < 4; ++i) {
     hic_->topLevel().pushBack(hic_->create<Wait>(moves[i]));
@@ -135,20 +139,20 @@ TEST_F(AssignCommunicationStreamsTest, OutstandingMovesTakeLanesOfTheirOwn) {
   verify(*hic_);
   EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
 SetCurrentStream(CommunicationStream 0)
-Communication 0 T0 -> T3
+Communication 0 T3 -> T4
 SetCurrentStream(Stream 0)
 T2 = set(T0)
 SetCurrentStream(CommunicationStream 0 lane 1)
-Communication 1 T0 -> T4
+Communication 1 T5 -> T6
 SetCurrentStream(Stream 0)
 T2 = set(T0)
 SetCurrentStream(CommunicationStream 0 lane 2)
-Communication 2 T0 -> T5
+Communication 2 T7 -> T8
 SetCurrentStream(Stream 0)
 T2 = set(T0)
 Wait 0
 SetCurrentStream(CommunicationStream 0)
-Communication 3 T0 -> T6
+Communication 3 T9 -> T10
 SetCurrentStream(Stream 0)
 Wait 1
 Wait 2
@@ -164,7 +168,7 @@ Wait 4
 TEST_F(AssignCommunicationStreamsTest, MoreOutstandingMovesThanLanesShareThem) {
   std::vector<Communication*> moves;
   for (int i = 0; i < 3; ++i) {
-    moves.push_back(permuteInto(buffer()));
+    moves.push_back(permuteInto(buffer(), buffer()));
     hic_->topLevel().pushBack(moves.back());
   }
   for (Communication* c : moves) {
@@ -179,6 +183,51 @@ TEST_F(AssignCommunicationStreamsTest, MoreOutstandingMovesThanLanesShareThem) {
       << outline;
   EXPECT_INTERNAL_ERROR(
       assignCommunicationStreams(*hic_, /*lanes=*/5), "communication lanes");
+}
+
+TEST_F(AssignCommunicationStreamsTest, FanOutKeepsToOneLane) {
+  // The direct allreduce's allgather: one reduced part sent to three peers,
+  // all outstanding at once, beside a move of another buffer, which takes
+  // the next free lane; once the fan-out is waited for, its lane is free.
+  std::vector<Communication*> moves;
+  for (int i = 0; i < 3; ++i) {
+    moves.push_back(permuteInto(buffer()));
+    hic_->topLevel().pushBack(moves.back());
+  }
+  moves.push_back(permuteInto(buffer(), buffer()));
+  hic_->topLevel().pushBack(moves.back());
+  for (int i = 0; i < 3; ++i) {
+    hic_->topLevel().pushBack(hic_->create<Wait>(moves[i]));
+  }
+  moves.push_back(permuteInto(buffer(), buffer()));
+  hic_->topLevel().pushBack(moves.back());
+  for (int i = 3; i < 5; ++i) {
+    hic_->topLevel().pushBack(hic_->create<Wait>(moves[i]));
+  }
+  assignCommunicationStreams(*hic_, /*lanes=*/4);
+  verify(*hic_);
+  EXPECT_EQ(test::outline(*hic_), R"(Stream 0 = GetCurrentStream
+SetCurrentStream(CommunicationStream 0)
+Communication 0 T0 -> T3
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0)
+Communication 1 T0 -> T4
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0)
+Communication 2 T0 -> T5
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0 lane 1)
+Communication 3 T6 -> T7
+SetCurrentStream(Stream 0)
+Wait 0
+Wait 1
+Wait 2
+SetCurrentStream(CommunicationStream 0)
+Communication 4 T8 -> T9
+SetCurrentStream(Stream 0)
+Wait 3
+Wait 4
+)");
 }
 
 TEST_F(AssignCommunicationStreamsTest, RunningTwiceIsABug) {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import Counter, defaultdict
 
 import pytest
 import torch
@@ -318,6 +319,20 @@ def test_concurrent_moves(multidevice_test, pair):
     # At d = 2 with two chunks the reductions are rings: one move at a time.
     expected_lanes = {str(lane) for lane in range(1, min(test.size - 1, 4))}
     assert lanes == (expected_lanes if test.size > 2 else set()), program
+    # The allreduce's allgather sends one reduced part to every peer: that
+    # fan-out keeps to one stream.
+    moves = re.findall(
+        r"SetCurrentStream\((CommunicationStream [^)]*)\)\n(?:\s*Synchronize\([^)]*\)\n)?"
+        r"\s*Communication \d+ \(type=CollectivePermute[^\n]*?input=(T\d+)",
+        program,
+    )
+    streams_by_input = defaultdict(set)
+    for stream, source in moves:
+        streams_by_input[source].add(stream)
+    assert all(len(streams) == 1 for streams in streams_by_input.values()), program
+    moves_by_input = Counter(source for _, source in moves)
+    fan_out = test.size - 1 if pair == "linear_allreduce" else min(test.size - 1, 1)
+    assert max(moves_by_input.values(), default=0) == fan_out, program
 
 
 @pytest.mark.parametrize("s, t", [(1, 8), (3, 7), (2, 12), (2, 0)], ids=lambda v: str(v))
