@@ -259,13 +259,21 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   lowering.gemms_in_order = options.compute_on_main_stream;
   lowering.exchange_allreduce =
       options.exchange_allreduce == ExecuteOptions::Choice::kOn;
+  // The definition compiled at one chunk, where a choice below needs it;
+  // once for all of them.
+  std::optional<OneChunkFusion> one_chunk;
+  auto oneChunk = [&]() -> const OneChunkFusion& {
+    if (!one_chunk.has_value()) {
+      one_chunk = compileAtOneChunk(definition_, inputs, communicator);
+    }
+    return *one_chunk;
+  };
   // Left to mdfuser: link-bound allreduces of partial sums at two devices
   // exchanged, with the GEMMs in order.
   if (options.exchange_allreduce == ExecuteOptions::Choice::kDefault &&
       !options.compute_on_main_stream &&
       lowering.backend == hir::CommunicatorBackend::kCuda &&
-      exchangesPartialSumsByDefault(
-          definition_, inputs, communicator, device)) {
+      exchangesPartialSumsByDefault(oneChunk(), device)) {
     lowering.exchange_allreduce = true;
     lowering.gemms_in_order = true;
     if (std::ostream* os = show(dump.host_ir)) {
@@ -283,6 +291,7 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
   if (choosesStreamChunks(definition_)) {
     const ChunkChoice choice = chooseChunkCount(
         definition_,
+        oneChunk(),
         inputs,
         communicator,
         device,

@@ -51,8 +51,22 @@ std::optional<MachineModel> machineModel(const std::string& device_type) {
   return it->second;
 }
 
+OneChunkFusion compileAtOneChunk(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator) {
+  OneChunkFusion one;
+  one.fusion = definition.clone();
+  one.splits = chosenSplits(*one.fusion);
+  chooseStreamChunks(*one.fusion, 1);
+  runFusionPasses(one.fusion.get());
+  one.extents = bindInputs(*one.fusion, inputs, communicator);
+  return one;
+}
+
 ChunkChoice chooseChunkCount(
     const Fusion& definition,
+    const OneChunkFusion& one,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device,
@@ -68,14 +82,11 @@ ChunkChoice chooseChunkCount(
       "calls it)");
   // One chunk, the first count tried, gives the extents each split
   // divides.
-  std::unique_ptr<Fusion> one = definition.clone();
-  const std::vector<const Split*> splits = chosenSplits(*one);
-  chooseStreamChunks(*one, 1);
-  runFusionPasses(one.get());
-  const ScalarEvaluator one_extents = bindInputs(*one, inputs, communicator);
   std::vector<std::pair<int64_t, double>> seconds = {
-      {1, estimateStreamSeconds(*one, one_extents, *model, 1, decompositions)}};
-  for (int64_t count : candidateChunkCounts(splits, one_extents)) {
+      {1,
+       estimateStreamSeconds(
+           *one.fusion, one.extents, *model, 1, decompositions)}};
+  for (int64_t count : candidateChunkCounts(one.splits, one.extents)) {
     if (count == 1) {
       continue;
     }
@@ -96,17 +107,18 @@ ChunkChoice chooseChunkCount(
   return fastestChunkCount(seconds);
 }
 
-bool streamLoopsWaitForTheLink(
+namespace {
+
+// streamLoopsWaitForTheLink on `compiled`'s extents.
+bool waitsForTheLink(
     const Fusion& compiled,
-    const std::vector<at::Tensor>& inputs,
-    const Communicator& communicator,
+    const ScalarEvaluator& extents,
     c10::Device device,
     const Decompositions& decompositions) {
   const std::optional<MachineModel> model = machineModel(deviceType(device));
   if (!model.has_value()) {
     return false;
   }
-  const ScalarEvaluator extents = bindInputs(compiled, inputs, communicator);
   // The share of one chunk in each, the same for both: a count of 1.
   const StreamWork work =
       estimateStreamWork(compiled, extents, *model, 1, decompositions);
@@ -114,19 +126,30 @@ bool streamLoopsWaitForTheLink(
          work.communication >= kLinkBoundShare * work.compute;
 }
 
-bool exchangesPartialSumsByDefault(
-    const Fusion& definition,
+} // namespace
+
+bool streamLoopsWaitForTheLink(
+    const Fusion& compiled,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
-    c10::Device device) {
-  std::unique_ptr<Fusion> one = definition.clone();
-  chooseStreamChunks(*one, 1);
-  runFusionPasses(one.get());
-  return streamLoopsExchangePartialSums(*one) &&
-         streamLoopsWaitForTheLink(
-             *one,
-             inputs,
-             communicator,
+    c10::Device device,
+    const Decompositions& decompositions) {
+  if (!machineModel(deviceType(device)).has_value()) {
+    return false;
+  }
+  return waitsForTheLink(
+      compiled,
+      bindInputs(compiled, inputs, communicator),
+      device,
+      decompositions);
+}
+
+bool exchangesPartialSumsByDefault(
+    const OneChunkFusion& one, c10::Device device) {
+  return streamLoopsExchangePartialSums(*one.fusion) &&
+         waitsForTheLink(
+             *one.fusion,
+             one.extents,
              device,
              {.rings = true, .exchanged = true});
 }

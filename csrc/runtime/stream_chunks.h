@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "ir/fusion.h"
+#include "ir/scalar_eval.h"
 #include "passes/choose_stream_chunks.h"
 #include "passes/latency_bound_pairs.h"
 #include "runtime/communicator.h"
@@ -22,14 +24,30 @@ namespace mdfuser {
 void setMachineModel(const std::string& device_type, const MachineModel& model);
 std::optional<MachineModel> machineModel(const std::string& device_type);
 
-// The stream chunk count for `definition`'s chosen splits on `inputs`: each
-// count worth trying is compiled through the fusion passes and its stream
-// loops estimated with the machine model of `device`, the collectives
-// decomposed as the lowering will (estimateStreamWork); the fastest wins.
-// No timing at run time, no communication. User error when the definition
-// asks for a count and no machine model is set for the device.
+// `definition` compiled through the fusion passes with every stream chunk
+// count mdfuser chooses set to one, the splits whose counts it chooses and
+// the extents on the inputs: the first count chooseChunkCount prices, and
+// what exchangesPartialSumsByDefault decides on, compiled once for both.
+struct OneChunkFusion {
+  std::unique_ptr<Fusion> fusion;
+  std::vector<const Split*> splits;
+  ScalarEvaluator extents;
+};
+OneChunkFusion compileAtOneChunk(
+    const Fusion& definition,
+    const std::vector<at::Tensor>& inputs,
+    const Communicator& communicator);
+
+// The stream chunk count for `definition`'s chosen splits on `inputs` (`one`
+// its compilation at one chunk): each count worth trying is compiled
+// through the fusion passes and its stream loops estimated with the machine
+// model of `device`, the collectives decomposed as the lowering will
+// (estimateStreamWork); the fastest wins. No timing at run time, no
+// communication. User error when the definition asks for a count and no
+// machine model is set for the device.
 ChunkChoice chooseChunkCount(
     const Fusion& definition,
+    const OneChunkFusion& one,
     const std::vector<at::Tensor>& inputs,
     const Communicator& communicator,
     c10::Device device,
@@ -65,12 +83,9 @@ bool streamLoopsWaitForTheLink(
 // H200s at h = 1024, t = 65536 the schedule took 0.540-0.544 ms at its
 // best count against the default's 0.551-0.561 (benchmarks.md); where the
 // GEMM bounds the loops the default's chunks, whose GEMMs run at once,
-// stay faster. The definition is compiled at one chunk to decide.
+// stay faster. `one` is the definition compiled at one chunk.
 bool exchangesPartialSumsByDefault(
-    const Fusion& definition,
-    const std::vector<at::Tensor>& inputs,
-    const Communicator& communicator,
-    c10::Device device);
+    const OneChunkFusion& one, c10::Device device);
 
 // The matmul–collective pairs of `compiled` (a fusion whose fusion passes
 // ran) outside Stream loops that the machine model of `device` finds too
