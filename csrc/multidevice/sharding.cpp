@@ -67,6 +67,17 @@ IterDomain* loopAxis(const TensorView* tv, ParallelType pt) {
   return nullptr;
 }
 
+bool inStreamLoop(const TensorOp* op) {
+  if (loopAxis(op->out(), ParallelType::Stream) != nullptr) {
+    return true;
+  }
+  return std::any_of(
+      op->inputs().begin(), op->inputs().end(), [](const Val* in) {
+        const auto* tv = dynamic_cast<const TensorView*>(in);
+        return tv != nullptr && loopAxis(tv, ParallelType::Stream) != nullptr;
+      });
+}
+
 ParallelAxis findParallelAxis(
     const TensorView* tv,
     ParallelType pt,

@@ -51,6 +51,10 @@ struct ParallelAxis {
 // The loop axis of `tv` parallelized on `pt`, or nullptr.
 IterDomain* loopAxis(const TensorView* tv, ParallelType pt);
 
+// Whether `op` runs in a stream loop: its output or a tensor input has a
+// loop axis parallelized on streams.
+bool inStreamLoop(const TensorOp* op);
+
 // Where `pt` is applied to `tv`, traced back to `domain` (tv's logical or
 // root domain). Empty when `tv` has no `pt` axis. User error when the loop
 // axis derives from the domain in a way mdfuser does not support (a merge,

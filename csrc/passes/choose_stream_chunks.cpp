@@ -28,21 +28,6 @@ std::vector<const Split*> allChosenSplits(const Fusion& fusion) {
   return result;
 }
 
-bool isStreamParallel(const TensorView* tv) {
-  return loopAxis(tv, ParallelType::Stream) != nullptr;
-}
-
-// Whether `op` runs in a stream loop: its output or an input is split
-// across streams.
-bool inStreamLoop(const TensorOp* op) {
-  bool in_loop = isStreamParallel(op->out());
-  for (const Val* in : op->inputs()) {
-    const auto* tv = dynamic_cast<const TensorView*>(in);
-    in_loop = in_loop || (tv != nullptr && isStreamParallel(tv));
-  }
-  return in_loop;
-}
-
 // One chunk's share of the stream loop's work.
 struct ChunkWork {
   double compute = 0;

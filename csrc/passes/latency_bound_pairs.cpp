@@ -11,19 +11,6 @@ namespace mdfuser {
 
 namespace {
 
-bool inStreamLoop(const TensorOp* op) {
-  if (loopAxis(op->out(), ParallelType::Stream) != nullptr) {
-    return true;
-  }
-  for (const Val* in : op->inputs()) {
-    const auto* tv = dynamic_cast<const TensorView*>(in);
-    if (tv != nullptr && loopAxis(tv, ParallelType::Stream) != nullptr) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // The collective beside `linear` that a ring would take, or nullptr: the
 // allgather making its input, or the allreduce or reduce-scatter that is
 // its output's only use.
