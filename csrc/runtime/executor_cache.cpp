@@ -269,10 +269,12 @@ std::unique_ptr<FusionExecutorCache::Program> FusionExecutorCache::compile(
     return *one_chunk;
   };
   // Left to mdfuser: link-bound allreduces of partial sums at two devices
-  // exchanged, with the GEMMs in order.
+  // exchanged, with the GEMMs in order. Only a definition with stream
+  // loops has them: the others are not compiled to find out.
   if (options.exchange_allreduce == ExecuteOptions::Choice::kDefault &&
       !options.compute_on_main_stream &&
       lowering.backend == hir::CommunicatorBackend::kCuda &&
+      hasStreamLoops(definition_) &&
       exchangesPartialSumsByDefault(oneChunk(), device)) {
     lowering.exchange_allreduce = true;
     lowering.gemms_in_order = true;

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/stream_chunks.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "ir/errors.h"
+#include "multidevice/sharding.h"
 #include "passes/pipeline.h"
 #include "runtime/input_binding.h"
 
@@ -49,6 +51,11 @@ std::optional<MachineModel> machineModel(const std::string& device_type) {
     return std::nullopt;
   }
   return it->second;
+}
+
+bool hasStreamLoops(const Fusion& fusion) {
+  const std::vector<TensorOp*> ops = fusion.exprs();
+  return std::any_of(ops.begin(), ops.end(), inStreamLoop);
 }
 
 OneChunkFusion compileAtOneChunk(

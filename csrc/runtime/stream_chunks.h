@@ -24,6 +24,11 @@ namespace mdfuser {
 void setMachineModel(const std::string& device_type, const MachineModel& model);
 std::optional<MachineModel> machineModel(const std::string& device_type);
 
+// Whether some operation of `fusion` runs in a stream loop (inStreamLoop):
+// true of a definition whose user split an axis across streams, before
+// any pass ran.
+bool hasStreamLoops(const Fusion& fusion);
+
 // `definition` compiled through the fusion passes with every stream chunk
 // count mdfuser chooses set to one, the splits whose counts it chooses and
 // the extents on the inputs: the first count chooseChunkCount prices, and

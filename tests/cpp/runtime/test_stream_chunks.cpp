@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //
 // What the machine model decides beyond the chunk count: whether the rings'
-// first GEMMs go first (streamLoopsWaitForTheLink).
+// first GEMMs go first (streamLoopsWaitForTheLink) and whether the
+// allreduces of partial sums are exchanged (exchangesPartialSumsByDefault).
 
 #include <gtest/gtest.h>
 
@@ -55,6 +56,34 @@ TEST(StreamChunks, TheFirstGemmsGoFirstWhereTheLinkBoundsTheLoops) {
   setMachineModel("cpu", modelWithLink(1e5));
   EXPECT_FALSE(streamLoopsWaitForTheLink(
       *whole, {at::zeros({64, 4}), at::zeros({4, 4})}, comm, cpu));
+}
+
+TEST(StreamChunks, LinkBoundAllreducesOfPartialSumsAreExchanged) {
+  LaunchInfo launch;
+  launch.size = 2;
+  launch.local_size = 2;
+  launch.launcher = "mpirun";
+  Communicator comm{launch, CommunicatorOptions{}};
+  const c10::Device cpu(c10::DeviceType::CPU);
+  // The row-parallel linear of the test above, as defined: its stream
+  // loops are there before the passes.
+  std::unique_ptr<Fusion> definition = test::makeRowParallelLinear(
+      /*h=*/4, /*d=*/2, /*s=*/2, DataType::Float);
+  EXPECT_TRUE(hasStreamLoops(*definition));
+  const OneChunkFusion one = compileAtOneChunk(
+      *definition, {at::zeros({64, 8}), at::zeros({4, 8})}, comm);
+  setMachineModel("cpu", modelWithLink(1e5));
+  EXPECT_TRUE(exchangesPartialSumsByDefault(one, cpu));
+  setMachineModel("cpu", modelWithLink(1e9));
+  EXPECT_FALSE(exchangesPartialSumsByDefault(one, cpu));
+
+  // Without stream loops there is nothing to exchange.
+  std::unique_ptr<Fusion> whole = test::makeShardedLinear(DeviceMesh({0, 1}));
+  EXPECT_FALSE(hasStreamLoops(*whole));
+  setMachineModel("cpu", modelWithLink(1e5));
+  EXPECT_FALSE(exchangesPartialSumsByDefault(
+      compileAtOneChunk(*whole, {at::zeros({64, 4}), at::zeros({4, 4})}, comm),
+      cpu));
 }
 
 } // namespace
