@@ -23,6 +23,19 @@ Stream::Stream(IrContainer* container, Scalar* index, Kind kind, int64_t lane)
       lane);
 }
 
+bool Stream::sameAs(const Stream* other) const {
+  if (this == other) {
+    return true;
+  }
+  if (kind_ != other->kind_ || lane_ != other->lane_ || index_ == nullptr ||
+      other->index_ == nullptr) {
+    return false;
+  }
+  return index_ == other->index_ ||
+         (index_->isConst() && other->index_->isConst() &&
+          index_->constValue() == other->index_->constValue());
+}
+
 std::string Stream::toString() const {
   std::string s =
       (isCommunication() ? "CommunicationStream " : "Stream ") +

@@ -80,6 +80,11 @@ class Stream : public Val {
     }
     return index_ == nullptr ? "Stream" : "WorkerStream";
   }
+  // Whether `other` is the same stream at run time: this node, or one of
+  // the same kind and lane whose index is the same symbol or an equal
+  // constant.
+  bool sameAs(const Stream* other) const;
+
   // "Stream 0", "Stream i3", "CommunicationStream i3" or, on a lane other
   // than the first, "CommunicationStream i3 lane 1".
   std::string toString() const override;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "host_ir/passes/order_communication_streams.h"
 
+#include <algorithm>
 #include <array>
 #include <unordered_map>
 #include <unordered_set>
@@ -226,7 +227,17 @@ class Orderer {
         continue;
       }
       c->setSendsAfter(it->second.back);
-      early[earlyPoint(old, i, it->second.back)].push_back(&it->second);
+      // One wait a lane at a point serves every move issued there after it.
+      std::vector<const Decision*>& waits =
+          early[earlyPoint(old, i, it->second.back)];
+      const bool waited =
+          std::any_of(waits.begin(), waits.end(), [&](const Decision* d) {
+            return d->channel->sameAs(it->second.channel) &&
+                   d->back->sameAs(it->second.back);
+          });
+      if (!waited) {
+        waits.push_back(&it->second);
+      }
     }
     std::vector<Expr*> exprs;
     for (size_t i = 0; i < old.size(); ++i) {

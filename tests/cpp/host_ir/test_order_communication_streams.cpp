@@ -284,5 +284,48 @@ TEST_F(EarlyReceiveTest, ALandingOfEveryIterationWaitsAtTheMove) {
   EXPECT_EQ(after.find("previous run"), std::string::npos) << after;
 }
 
+TEST_F(OrderCommunicationStreamsTest, OneEarlyWaitServesALanesMoves) {
+  // A direct form's moves, each sending data made just before it into a
+  // landing nothing used: each copy waits for its own data, and one wait
+  // for the previous run, before any data is made, serves the receives of
+  // a lane; a move on another lane has its own.
+  auto buffer = [&] {
+    return hic_->create<TensorView>(in_->logical(), in_->dtype());
+  };
+  std::vector<Communication*> moves;
+  for (int64_t lane : {0, 0, 1}) {
+    TensorView* sent = buffer();
+    top().pushBack(copy(sent, in_));
+    moves.push_back(
+        move(top(), sent, buffer(), CommunicatorBackend::kCuda, lane));
+  }
+  for (Communication* c : moves) {
+    top().pushBack(hic_->create<Wait>(c));
+  }
+  EXPECT_EQ(run(), R"(Stream 0 = GetCurrentStream
+SetCurrentStream(CommunicationStream 0)
+Synchronize(previous run)
+SetCurrentStream(Stream 0)
+SetCurrentStream(CommunicationStream 0 lane 1)
+Synchronize(previous run)
+SetCurrentStream(Stream 0)
+T4 = set(T0)
+SetCurrentStream(CommunicationStream 0)
+Communication 0 T4 -> T5 after Stream 0
+SetCurrentStream(Stream 0)
+T6 = set(T0)
+SetCurrentStream(CommunicationStream 0)
+Communication 1 T6 -> T7 after Stream 0
+SetCurrentStream(Stream 0)
+T8 = set(T0)
+SetCurrentStream(CommunicationStream 0 lane 1)
+Communication 2 T8 -> T9 after Stream 0
+SetCurrentStream(Stream 0)
+Wait 0
+Wait 1
+Wait 2
+)");
+}
+
 } // namespace
 } // namespace mdfuser
