@@ -52,8 +52,9 @@ struct LoweringOptions {
   // each, the AllgatherLinear and LinearReduceScatter statements, instead
   // of the ring. kOn fuses every pair that qualifies
   // (fusedAllgatherLinearObstacle, fusedLinearReduceScatterObstacle) and
-  // keeps the ring of the others; kAuto is kOff for now, until a cost model
-  // decides. kOn where the kernels are unusable (a backend other than
+  // keeps the ring of the others; kAuto fuses the pairs of `fused_pairs`
+  // (below), which the runtime chose. kOn where the kernels are unusable (a
+  // backend other than
   // kCuda, or `fused_kernels_available` false) is a user error, raised
   // before anything is lowered.
   FusedMatmulChoice fused_matmul_communication = FusedMatmulChoice::kOff;
@@ -68,6 +69,13 @@ struct LoweringOptions {
   // asked for neither rings (`ring_decomposition`) nor a backend. Without
   // effect on a pair the fused kernels take.
   std::unordered_set<const Expr*> pairs_without_rings = {};
+  // The linears (of the fusion being lowered) whose pair the fused kernel
+  // computes under kAuto: allgather + linear pairs outside Stream loops too
+  // short for a ring's steps whose GEMM leaves SMs free for the kernel's
+  // pushing CTAs (runtime/fused_matmul.h, pushedAllgatherFits), chosen by
+  // the runtime. Without effect under kOff; under kOn every pair that
+  // qualifies is fused anyway.
+  std::unordered_set<const Expr*> fused_pairs = {};
 };
 
 // Whether lowering with `options` makes rings of the pairs listed at

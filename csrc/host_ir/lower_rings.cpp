@@ -17,6 +17,14 @@ bool Lowerer::ringsWanted() const {
   return makesRings(options_);
 }
 
+FusedMatmulChoice Lowerer::fusedChoiceOf(const TensorOp* linear) const {
+  const FusedMatmulChoice choice = options_.fused_matmul_communication;
+  return choice == FusedMatmulChoice::kAuto &&
+                 options_.fused_pairs.contains(linear)
+             ? FusedMatmulChoice::kOn
+             : choice;
+}
+
 bool Lowerer::pairTakesRing(const TensorOp* linear) const {
   return options_.ring_decomposition ||
          options_.fused_matmul_communication == FusedMatmulChoice::kOn ||
@@ -126,7 +134,7 @@ bool Lowerer::lowerGatherRing(const TensorOp* op) {
   // waiting on each other's rows; there the ring pipelines the chunks.
   if (loop_ == nullptr &&
       fusesAllgatherLinear(
-          options_.fused_matmul_communication,
+          fusedChoiceOf(linear),
           whyFusedKernelsUnusable(options_).empty(),
           allgatherLinearPair(linear, d, g.axis, g.out_axis, extent))) {
     scope_->pushBack(hic_.create<AllgatherLinear>(
@@ -241,7 +249,7 @@ bool Lowerer::lowerReductionRing(const TensorOp* op) {
   }
   // Outside Stream loops only, as for AllgatherLinear (lowerGatherRing).
   if (loop_ == nullptr && fusesLinearReduceScatter(
-                              options_.fused_matmul_communication,
+                              fusedChoiceOf(p.linear),
                               whyFusedKernelsUnusable(options_).empty(),
                               linearReduceScatterPair(
                                   p.linear,

@@ -53,6 +53,11 @@ class Lowerer {
   // (LoweringOptions::pairs_without_rings).
   bool pairTakesRing(const TensorOp* linear) const;
 
+  // Whether the fused kernels compute the pair of `linear`: the options'
+  // choice, kOn where it is kAuto and the runtime chose the pair
+  // (LoweringOptions::fused_pairs).
+  FusedMatmulChoice fusedChoiceOf(const TensorOp* linear) const;
+
   // The team a collective `r` from `producer` to `consumer` runs over, when
   // it can become a ring on this device: one mesh holding it, two devices
   // or more along the collective's axis.

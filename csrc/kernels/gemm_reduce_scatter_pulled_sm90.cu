@@ -114,9 +114,9 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
     const uint64_t deadline = sm90::globalTimer() + 2 * uint64_t(s.timeout_ns);
     const uint64_t call = *s.calls;
     for (int32_t b = held.lo; b <= held.hi; ++b) {
-      if (!pull::waitAtLeast(
+      if (!waits::waitAtLeast(
               s.summed + b, call * uint64_t(s.pull_ctas), deadline)) {
-        pull::report(s.status, kPullsLate);
+        waits::report(s.status, kPullsLate);
         given_up_ = true;
         return;
       }
@@ -419,30 +419,15 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
       : args_(args), arrays_(static_cast<void**>(workspace)) {}
 
   cudaError_t prepare(cudaStream_t stream) {
-    const int smem = Kernel::SharedStorageSize;
-    if (const cudaError_t error = cudaFuncSetAttribute(
-            kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        error != cudaSuccess) {
-      return error;
-    }
     // Every CTA of the launch must run at once (the GEMM's wait for the
     // pulls, which wait for the peers' GEMMs): as many clusters as the GPU
     // holds, the pulling ones among them.
-    cluster_.id = cudaLaunchAttributeClusterDimension;
-    cluster_.val.clusterDim.x = Gemm::kClusterRows;
-    cluster_.val.clusterDim.y = 1;
-    cluster_.val.clusterDim.z = 1;
-    config_.gridDim = dim3(Gemm::kClusterRows, 1, 1);
-    config_.blockDim = Kernel::get_block_shape();
-    config_.dynamicSmemBytes = smem;
-    config_.numAttrs = 1;
-    config_.attrs = &cluster_;
-    int clusters = 0;
-    if (const cudaError_t error = cudaOccupancyMaxActiveClusters(
-            &clusters, reinterpret_cast<const void*>(kernel()), &config_);
+    if (const cudaError_t error =
+            launch_.template prepare<Kernel>(kernel(), Gemm::kClusterRows);
         error != cudaSuccess) {
       return error;
     }
+    const int clusters = launch_.clusters;
     const int32_t pull_ctas = pullCtasOf(args_, Gemm::kClusterRows);
     const int pull_rows = pull_ctas / Gemm::kClusterRows;
     if (clusters <= pull_rows) {
@@ -464,8 +449,8 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
       return cudaErrorInvalidValue;
     }
     params_ = adapter.params();
-    config_.gridDim = Kernel::get_grid_shape(params_);
-    config_.gridDim.y += pull_rows;
+    launch_.config.gridDim = Kernel::get_grid_shape(params_);
+    launch_.config.gridDim.y += pull_rows;
     args_.pulls.ctas = pull_ctas;
     return cudaSuccess;
   }
@@ -480,11 +465,7 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) {
       return error;
     }
-    cudaLaunchAttribute cluster = cluster_;
-    cudaLaunchConfig_t config = config_;
-    config.stream = stream;
-    config.attrs = &cluster;
-    return cudaLaunchKernelEx(&config, kernel(), params_, args_);
+    return launch_.launch(kernel(), stream, params_, args_);
   }
 
  private:
@@ -495,8 +476,7 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
   PulledReduceScatterArgs args_;
   void** arrays_;
   typename Kernel::Params params_{};
-  cudaLaunchAttribute cluster_{};
-  cudaLaunchConfig_t config_{};
+  sm90::CoResidentLaunch launch_;
 };
 
 } // namespace

@@ -19,36 +19,12 @@
 #include "kernels/gemm_reduce_scatter_pulled.h"
 #include "kernels/packs.cuh"
 #include "kernels/sm90_gemm.cuh"
+#include "kernels/waits.cuh"
 
 namespace mdfuser::kernels::pull {
 
-__device__ inline uint64_t loadAcquire(const uint64_t* word) {
-  uint64_t value = 0;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];"
-               : "=l"(value)
-               : "l"(word)
-               : "memory");
-  return value;
-}
-
-// Writes `code` into the status unless an earlier give-up is there.
-__device__ inline void report(int32_t* status, int32_t code) {
-  atomicCAS_system(status, 0, code);
-  __threadfence_system();
-}
-
-// Waits until `*word` reaches `value`, at most until `deadline`; false if
-// it did not.
-__device__ inline bool waitAtLeast(
-    const uint64_t* word, uint64_t value, uint64_t deadline) {
-  while (loadAcquire(word) < value) {
-    if (sm90::globalTimer() > deadline) {
-      return false;
-    }
-    __nanosleep(128);
-  }
-  return true;
-}
+using waits::report;
+using waits::waitAtLeast;
 
 // The most bytes a stage of the pipeline takes from one peer, and the most
 // stages: as many as the shared memory holds (at least two), so that many

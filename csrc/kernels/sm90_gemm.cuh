@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
@@ -283,11 +284,15 @@ struct Gemm {
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   // The arguments of `problem`, whose tiles the scheduler visits from the
-  // one holding `first_row` on, with `payload`.
+  // one holding `first_row` on, with `payload`; on at most `max_clusters`
+  // clusters (0: as many as the GPU holds) starting at CTA `first_cta` of
+  // the launch, where other CTAs of the launch do other work.
   static typename Adapter::Arguments arguments(
       const Problem& problem,
       const typename Scheduler::Payload& payload,
-      int64_t first_row) {
+      int64_t first_row,
+      int max_clusters = 0,
+      int first_cta = 0) {
     const int m = static_cast<int>(problem.m);
     const int n = static_cast<int>(problem.n);
     const int k = static_cast<int>(problem.k);
@@ -306,7 +311,13 @@ struct Gemm {
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1}),
          static_cast<Element*>(problem.d),
          cutlass::make_cute_packed_stride(StrideD{}, {m, n, 1})},
-        hardwareOf(problem.device)};
+        hardwareOf(problem.device, max_clusters)};
+    if (max_clusters > 0) {
+      // CUTLASS sizes the grid of clusters of one CTA by the SMs alone.
+      arguments.hw_info.sm_count = std::min(
+          arguments.hw_info.sm_count,
+          max_clusters * static_cast<int>(size(ClusterShape{})));
+    }
     auto& scheduler = arguments.scheduler;
     // Along N: a CTA's consecutive tiles share rows, which arrive (or are
     // finished and sent) member by member.
@@ -315,6 +326,12 @@ struct Gemm {
     scheduler.payload = payload;
     scheduler.tile_rows = kTileRows;
     scheduler.first_row = first_row;
+    if (max_clusters > 0 || first_cta > 0) {
+      // The scheduler walks the CTAs CUTLASS would launch.
+      scheduler.first_cta = first_cta;
+      const dim3 grid = Adapter::get_grid_shape(arguments);
+      scheduler.ctas = static_cast<int32_t>(grid.x * grid.y * grid.z);
+    }
     return arguments;
   }
 
@@ -522,6 +539,49 @@ cudaError_t launch(
     return G::run(G::arguments(problem, payload, first_row), workspace, stream);
   });
 }
+
+// The launch of a kernel of `Kernel`'s block and shared memory in clusters
+// of `cluster_rows` CTAs along the grid's x, whose CTAs must all run at
+// once (they wait for each other): `clusters` is as many clusters as the
+// GPU holds of it, which the grid must not exceed. Prepared once;
+// `config.attrs` points at `cluster`, so a copy must point its own copy
+// there before launching.
+struct CoResidentLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster{};
+  int clusters = 0;
+
+  template <class Kernel, class Fn>
+  cudaError_t prepare(Fn* kernel, int cluster_rows) {
+    const int smem = Kernel::SharedStorageSize;
+    if (const cudaError_t error = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        error != cudaSuccess) {
+      return error;
+    }
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = cluster_rows;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.gridDim = dim3(cluster_rows, 1, 1);
+    config.blockDim = Kernel::get_block_shape();
+    config.dynamicSmemBytes = smem;
+    config.numAttrs = 1;
+    config.attrs = &cluster;
+    return cudaOccupancyMaxActiveClusters(
+        &clusters, reinterpret_cast<const void*>(kernel), &config);
+  }
+
+  // Launches `kernel` with `args` on `stream`.
+  template <class Fn, class... Args>
+  cudaError_t launch(Fn* kernel, cudaStream_t stream, Args&&... args) const {
+    cudaLaunchAttribute attribute = cluster;
+    cudaLaunchConfig_t c = config;
+    c.stream = stream;
+    c.attrs = &attribute;
+    return cudaLaunchKernelEx(&c, kernel, std::forward<Args>(args)...);
+  }
+};
 
 // The global timer, in nanoseconds.
 __device__ inline uint64_t globalTimer() {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// Which blocks of a member's rows the tiles of a GEMM hold: the arithmetic
-// that the GEMM + reduce-scatter kernel (device: its counts and waits per
-// block) and its launcher (host: what each count reaches) share. Plain
-// C++: no CUDA header, tested on the CPU.
+// Which blocks of a member's rows the tiles of a GEMM hold, and which CTAs
+// work on each: the arithmetic that the fused kernels (device: their
+// counts and waits per block) and their launchers (host: what each count
+// reaches) share. Plain C++: no CUDA header, tested on the CPU.
 
 #include <cstdint>
 #include <vector>
@@ -27,6 +27,14 @@ MDFUSER_HOST_DEVICE inline int64_t blockRows(int64_t rows, int32_t blocks) {
 inline bool everyBlockHoldsRows(int64_t rows, int32_t blocks) {
   return blocks >= 1 && blocks <= rows &&
          (blocks - 1) * blockRows(rows, blocks) < rows;
+}
+
+// How many of `ctas` CTAs work on block `b` of `blocks` when CTA c works
+// on block c % blocks (the pushing CTAs of the allgather + GEMM kernel,
+// which push the blocks side by side): what the block's count reaches.
+MDFUSER_HOST_DEVICE inline int32_t ctasOfBlock(
+    int32_t ctas, int32_t blocks, int32_t b) {
+  return (ctas - 1 - b) / blocks + 1;
 }
 
 // The blocks whose rows a tile holds, [lo, hi]; lo > hi for a tile past

@@ -66,9 +66,11 @@ std::vector<LatencyBoundPair> latencyBoundPairs(
     if (collective == nullptr || inStreamLoop(collective)) {
       continue;
     }
-    const double outputs = extentProduct(localExtents(linear->out()), extents);
+    const std::vector<Scalar*> out_extents = localExtents(linear->out());
+    const double outputs = extentProduct(out_extents, extents);
     const std::vector<Scalar*> in_extents = localExtents(linear->in());
-    const double k = static_cast<double>(extents.evaluate(in_extents.back()));
+    const int64_t depth = extents.evaluate(in_extents.back());
+    const double k = static_cast<double>(depth);
     const double gemm = gemmSeconds(model, 2.0 * outputs * k, outputs);
     const CollectiveCost cost = collectiveCost(collective);
     const double transfer =
@@ -79,6 +81,10 @@ std::vector<LatencyBoundPair> latencyBoundPairs(
     pair.overlap_seconds = std::min(gemm, transfer);
     pair.steps_seconds =
         kRingStepMoves * static_cast<double>(cost.steps) * model.move_seconds;
+    pair.columns = extents.evaluate(out_extents.back());
+    pair.rows =
+        pair.columns > 0 ? static_cast<int64_t>(outputs) / pair.columns : 0;
+    pair.depth = depth;
     if (pair.overlap_seconds < pair.steps_seconds) {
       pairs.push_back(pair);
     }

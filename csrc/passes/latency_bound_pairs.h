@@ -10,6 +10,7 @@
 // then the whole GEMM is faster, and the runtime has lowering take it
 // (hir::LoweringOptions::pairs_without_rings).
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct LatencyBoundPair {
   // ring's steps cost, in seconds by the model.
   double overlap_seconds = 0;
   double steps_seconds = 0;
+  // The linear's GEMM on this device: rows (every row of the output but
+  // its last axis), columns (out_features) and depth (in_features).
+  int64_t rows = 0;
+  int64_t columns = 0;
+  int64_t depth = 0;
 
   // "linear T2 beside Allgather: overlap 4.1 us, ring steps 44 us".
   std::string toString() const;

@@ -84,6 +84,10 @@ void fusedAllgatherLinear(
       out.sizes(),
       " do not make an allgather + linear");
   checkOperands(in, weight, out, what);
+  if (pushesRows(d, in, weight)) {
+    pushedAllgatherLinear(backend, team, in, weight, out, key, what, run);
+    return;
+  }
 
   FusedStatement& s = statementOf(backend, team, key, what, Pushes::kRows);
   makeStatus(s);

@@ -18,13 +18,14 @@ class CudaBackend;
 //
 // allgather + linear: out[M, N] = allgather(in)[M, K] · weight[N, K]^T,
 // `in` this member's rows (M / d of them, member i holding rows
-// [i M / d, (i + 1) M / d)). Each member pushes its rows with a copy
-// engine into every peer's gathered buffer (symmetric memory) and raises a
-// flag there; the GEMM kernel computes the tiles of its own rows first and
+// [i M / d, (i + 1) M / d)). Each member's rows go into every peer's
+// gathered buffer (symmetric memory), where a flag or a count says they
+// are there; the GEMM kernel computes the tiles of its own rows first and
 // then, peer by peer, the tiles whose rows have arrived, each tile waiting
-// (in the kernel, with a bound) for the flag of the rows it reads. No
-// step, no second kernel: the moves run beside the GEMM at the granularity
-// of one member's rows.
+// (in the kernel, with a bound) for the rows it reads. Where the GEMM's
+// tiles leave SMs free (pushedAllgatherFits), CTAs of the same launch push
+// the rows over NVLink (one launch a call, nothing else); elsewhere copy
+// engines move them beside the GEMM, which keeps every SM.
 //
 // linear + reduce-scatter: out[M / d, N] = this member's rows of
 // Σ_members in[M, K] · weight[N, K]^T, each member holding its own `in`
@@ -44,6 +45,17 @@ bool fusedMatmulKernelsAvailable(c10::Device device);
 // Why fusedMatmulKernelsAvailable is false, for an error message; empty if
 // it is true.
 std::string fusedMatmulKernelsUnavailableReason(c10::Device device);
+
+// Whether the allgather + linear of a GEMM of `rows` rows (all members'),
+// N = `n` and K = `k`, over a team of `d`, runs on `device` the kernel
+// whose own CTAs push the rows (kernels/allgather_gemm_pushed.h): where
+// the GEMM's tiles fill less than a wave of the GPU beside the pushing
+// CTAs, in a build with the kernels, on Hopper. Those pairs run it when
+// the fused kernels are asked for, and by default where a ring's steps
+// would not pay (runtime/executor_cache.cpp); the copy-engine kernel runs
+// the others asked for.
+bool pushedAllgatherFits(
+    int64_t rows, int64_t n, int64_t k, int64_t d, c10::Device device);
 
 // Posts, on the current stream, out = allgather(in) · weight^T over `team`
 // (ranks in team order, this one among them) through `backend`'s

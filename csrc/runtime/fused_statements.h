@@ -20,6 +20,7 @@
 
 #include "host_ir/nodes.h"
 #include "ir/errors.h"
+#include "kernels/allgather_gemm_pushed.h"
 #include "kernels/gemm_dtype.h"
 #include "kernels/gemm_reduce_scatter_pulled.h"
 #include "runtime/cuda_backend.h"
@@ -67,6 +68,11 @@ struct FusedStatement {
   at::Tensor zeros;
   at::Tensor received;
   at::Tensor summed;
+  // Allgather + GEMM whose kernel pushes the rows (made by the first run):
+  // its prepared launch and its gathered buffer (symmetric; the counters
+  // and the workspace above are its too).
+  std::unique_ptr<kernels::PushedAllgatherLaunch> pushed;
+  at::Tensor gathered;
 };
 
 // Whether a fused statement moves rows to its peers with copy engines (the
@@ -191,6 +197,22 @@ void launchKernel(
       " kernel failed to launch: ",
       cudaGetErrorString(launched));
 }
+
+// Whether the allgather + linear of `in` [rows, K] (this member's rows)
+// and `weight` [N, K] over a team of `d` runs the kernel whose CTAs push
+// the rows (pushedAllgatherFits); the copy-engine kernel otherwise.
+bool pushesRows(int64_t d, const at::Tensor& in, const at::Tensor& weight);
+
+// fusedAllgatherLinear (runtime/fused_matmul.h) with the pushing kernel.
+void pushedAllgatherLinear(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const at::Tensor& in,
+    const at::Tensor& weight,
+    const at::Tensor& out,
+    const std::string& key,
+    const std::string& what,
+    uint64_t run);
 
 } // namespace fused_detail
 

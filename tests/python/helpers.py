@@ -223,11 +223,18 @@ def fused_pair_job(pair: str, device: str, body: str) -> str:
     """A child job's script for run_world, as row_parallel_job but with a
     pair that the fused matmul kernels compute (examples/ring_decomposition:
     `allgather_linear` or `linear_reduce_scatter`, bf16, 256 rows a rank,
-    K and N of 64 a rank, integer shards) in `fd` and `args`."""
+    K and N of 64 a rank, integer shards; `allgather_linear_filling`, 2048
+    rows and N of 2048 a rank, whose GEMM fills the GPU, so that copy
+    engines move its rows) in `fd` and `args`."""
     examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
     # The fusion and its global inputs' shapes: x [t, k] and w [n, k].
     fusion, x, w = {
         "allgather_linear": ("allgather_linear(2, 1, 64, 128)", (512, 64), (128, 64)),
+        "allgather_linear_filling": (
+            "allgather_linear(2, 1, 64, 4096)",
+            (4096, 64),
+            (4096, 64),
+        ),
         "linear_reduce_scatter": ("linear_reduce_scatter(2, 1, 128, 64)", (512, 128), (64, 128)),
     }[pair]
     return f"""

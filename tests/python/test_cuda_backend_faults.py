@@ -106,23 +106,25 @@ def test_a_failure_on_one_rank_releases_the_others_and_all_go_on(graphs):
 @pytest.mark.parametrize(
     "pair,statement,waited",
     [
+        ("allgather_linear", "AllgatherLinear", "waited for the peers' rows"),
         (
-            "allgather_linear",
+            "allgather_linear_filling",
             "AllgatherLinear",
             "waited for rank 1 to free its place for this rank's rows",
         ),
         ("linear_reduce_scatter", "LinearReduceScatter", "waited for the peers' partial sums"),
     ],
-    ids=["allgather_linear", "linear_reduce_scatter"],
+    ids=["allgather_linear_pushed", "allgather_linear_copy_engines", "linear_reduce_scatter"],
 )
 def test_an_absent_peer_of_a_fused_kernel_ends_the_waiting_rank_with_a_message(
     pair, statement, waited
 ):
     """Rank 1 stops after a run of the fused allgather + linear (or linear
-    + reduce-scatter) while rank 0 runs it again: rank 0's moves wait for
-    rank 1 to free its place (the reduce-scatter's kernel, in the kernel,
-    for rank 1's partial sums), and the watchdog ends rank 0 within the
-    bound, naming both ranks and the statement."""
+    + reduce-scatter) while rank 0 runs it again: rank 0's kernel waits for
+    rank 1's rows (the copy engines' moves, where the GEMM fills the GPU,
+    for rank 1 to free its place; the reduce-scatter's kernel for rank 1's
+    partial sums), and the watchdog ends rank 0 within the bound, naming
+    both ranks and the statement."""
     env = {"MDFUSER_TIMEOUT_S": "3"}
     device = '"cuda", comm.local_rank()'
     message = run_absent_peer_job(

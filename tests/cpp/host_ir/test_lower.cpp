@@ -359,6 +359,39 @@ TEST(Lower, RingsOrFusedKernelsAskedForOverrideAPairWithoutRing) {
   EXPECT_EQ(test::occurrences(kernel, "= LinearReduceScatter("), 1u) << kernel;
 }
 
+// The allgather + linear of six rows over two devices lowered for device 0
+// on the CUDA backend with `choice`, its linear among the pairs the
+// runtime chose for the fused kernel when `chosen`.
+std::string gatheredLinearWithChoice(FusedMatmulChoice choice, bool chosen) {
+  auto fusion = test::makeGatheredLinear(6, 2, 1, DataType::BFloat16, false);
+  runFusionPasses(fusion.get());
+  hir::LoweringOptions options;
+  options.backend = CommunicatorBackend::kCuda;
+  options.fused_matmul_communication = choice;
+  options.fused_kernels_available = true;
+  for (const TensorOp* op : fusion->exprs()) {
+    if (chosen && op->type() == OpType::Linear) {
+      options.fused_pairs.insert(op);
+    }
+  }
+  return hir::lowerToHostIr(std::move(fusion), options)->toString();
+}
+
+TEST(Lower, APairTheRuntimeChoseTakesTheFusedKernelByDefault) {
+  const std::string chosen =
+      gatheredLinearWithChoice(FusedMatmulChoice::kAuto, true);
+  EXPECT_EQ(test::occurrences(chosen, "= AllgatherLinear("), 1u) << chosen;
+  EXPECT_EQ(test::occurrences(chosen, "CollectivePermute"), 0u) << chosen;
+  // Not chosen, or the kernels refused by the user: the ring.
+  for (const auto& [choice, is_chosen] :
+       {std::pair{FusedMatmulChoice::kAuto, false},
+        std::pair{FusedMatmulChoice::kOff, true}}) {
+    const std::string ring = gatheredLinearWithChoice(choice, is_chosen);
+    EXPECT_EQ(test::occurrences(ring, "AllgatherLinear("), 0u) << ring;
+    EXPECT_GT(test::occurrences(ring, "type=CollectivePermute"), 0u) << ring;
+  }
+}
+
 // Chunk i of an axis of extent t split into s chunks covers rows
 // [i * ceil(t / s), ...), clamped: the last chunks may be short or empty.
 std::vector<int64_t> chunkLengths(int64_t t, int64_t s) {

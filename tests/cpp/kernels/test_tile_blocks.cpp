@@ -4,6 +4,7 @@
 // counts tiles of and waits for, against blocks and counts made row by row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "kernels/tile_blocks.h"
@@ -91,6 +92,26 @@ TEST(TileBlocks, EveryBlockMustHoldARow) {
   EXPECT_FALSE(everyBlockHoldsRows(9, 6)); // 2 × 5 rows cover 9
   EXPECT_FALSE(everyBlockHoldsRows(4, 5));
   EXPECT_FALSE(everyBlockHoldsRows(4, 0));
+}
+
+TEST(TileBlocks, CtasSharedAmongBlocks) {
+  // CTA c works on block c % blocks: every CTA counted once, the first
+  // blocks taking the one CTA more.
+  for (int32_t ctas : {1, 8, 16, 17, 32}) {
+    for (int32_t blocks = 1; blocks <= std::min(ctas, 8); ++blocks) {
+      std::vector<int32_t> counted(blocks, 0);
+      for (int32_t c = 0; c < ctas; ++c) {
+        ++counted[c % blocks];
+      }
+      for (int32_t b = 0; b < blocks; ++b) {
+        EXPECT_EQ(ctasOfBlock(ctas, blocks, b), counted[b])
+            << ctas << " CTAs, block " << b << " of " << blocks;
+      }
+    }
+  }
+  EXPECT_EQ(ctasOfBlock(16, 4, 0), 4);
+  EXPECT_EQ(ctasOfBlock(17, 4, 0), 5);
+  EXPECT_EQ(ctasOfBlock(17, 4, 3), 4);
 }
 
 } // namespace

@@ -67,6 +67,11 @@ TEST(LatencyBoundPairs, ShortAllgatherLinearAtFourDevices) {
   EXPECT_EQ(pairs[0].linear, onlyLinear(*c.fusion));
   EXPECT_DOUBLE_EQ(pairs[0].steps_seconds, kRingStepMoves * 3 * 11e-6);
   EXPECT_LT(pairs[0].overlap_seconds, pairs[0].steps_seconds);
+  // The GEMM on one device: every gathered row, its quarter of
+  // out_features, all of in_features.
+  EXPECT_EQ(pairs[0].rows, 1024);
+  EXPECT_EQ(pairs[0].columns, 1024);
+  EXPECT_EQ(pairs[0].depth, 1024);
   EXPECT_NE(
       pairs[0].toString().find("beside Allgather: overlap "), std::string::npos)
       << pairs[0].toString();

@@ -55,13 +55,24 @@ def expected_shard(test, fd, x: torch.Tensor, w: torch.Tensor, dtype) -> torch.T
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "rows,k,n_local",
-    [(128, 64, 128), (200, 128, 24), (8, 64, 16), (300, 256, 136), (4096, 64, 512)],
-    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n", "tiles_a_cta"],
+    [
+        (128, 64, 128),
+        (200, 128, 24),
+        (8, 64, 16),
+        (300, 256, 136),
+        (1100, 64, 16),
+        (4096, 64, 512),
+    ],
+    ids=["tile_rows", "uneven_rows", "single_tile", "uneven_n", "blocks", "tiles_a_cta"],
 )
 def test_allgather_linear_exact(test, dtype, rows, k, n_local):
     """Rows per member a multiple of the tile, not one (a tile reading two
-    members' rows), a single tile; N not a multiple of the tile; more tiles
-    than the GPU has SMs, so that each CTA computes two or more in turn."""
+    members' rows), a single tile; N not a multiple of the tile; eight
+    blocks of 138 rows and the last of 134, pushed side by side (blocks
+    sharing tiles): these GEMMs fill less than a wave of the GPU, and the
+    kernel's own CTAs push the rows. More tiles than the GPU has SMs, so
+    that each CTA computes two or more in turn: the copy engines move the
+    rows."""
     torch_dtype, md_dtype = DTYPES[dtype]
     d = test.size
     g = torch.Generator().manual_seed(7)
@@ -95,6 +106,40 @@ def test_allgather_linear_matches_the_ring(test):
     ring_error = (ring.double() - exact).abs().max().item()
     fused_error = (fused.double() - exact).abs().max().item()
     assert fused_error <= max(1.5 * ring_error, 1e-2), (fused_error, ring_error)
+
+
+def test_short_allgather_linear_is_fused_by_default(test):
+    """Left to mdfuser, an allgather + linear too short for a ring's steps
+    whose GEMM leaves SMs free (the reference's M = N = K = 1024, fp16)
+    runs the kernel whose CTAs push the rows, where the collective would
+    otherwise go to NCCL (no GPU shared by processes); the dump says why.
+    Disabled, the collective then the GEMM. A pair as short whose GEMM
+    fills the GPU (M = N = 4096 d, K = 256) keeps its collective."""
+    test.require_nccl()
+    d = test.size
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(1024 // d * d, 1024, generator=g).half()
+    w = torch.randn(1024 * d, 1024, generator=g).half()
+    fd = allgather_linear(d, 1, 1024, 1024 * d, dtype=DataType.Half)
+    fused = run(test, fd, x, w)
+    assert "AllgatherLinear(" in fd.last_host_ir(), fd.last_host_ir()
+    collective = run(test, fd, x, w, _disable_options=[FUSED_OPTION])
+    program = fd.last_host_ir()
+    assert "AllgatherLinear(" not in program and "type=Allgather" in program, program
+    exact = expected_shard(test, fd, x.double(), w.double(), torch.float64)
+    collective_error = (collective.double() - exact).abs().max().item()
+    fused_error = (fused.double() - exact).abs().max().item()
+    assert fused_error <= max(1.5 * collective_error, 1e-2), (fused_error, collective_error)
+    for _ in range(3):
+        assert torch.equal(run(test, fd, x, w), fused)
+
+    big = allgather_linear(d, 1, 256, 4096 * d)
+    xb = integers((4096 * d, 256), g)
+    wb = integers((4096 * d, 256), g)
+    out = run(test, big, xb, wb)
+    program = big.last_host_ir()
+    assert "AllgatherLinear(" not in program and "type=Allgather" in program, program
+    assert torch.equal(out, expected_shard(test, big, xb, wb, torch.bfloat16))
 
 
 def test_allgather_linear_stream_chunks_keep_the_ring(test):

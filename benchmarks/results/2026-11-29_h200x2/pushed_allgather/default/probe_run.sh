@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# x2 call 3: the pushing kernel by default at 1024^3; tests np2, faults, np4 shared; ref1024 benchmark.
+cd "$(dirname "$0")/.."
+bash benchmarks/gpu/run.sh --skip-tests --skip-bench --skip-faults --world-sizes 2 > $OUT/build.txt 2>&1
+tail -3 $OUT/build.txt
+export PYTHONPATH=$PWD/python:$PWD/tests/python:$PWD/examples NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH=/opt/torch/.venv/bin:$PATH MDFUSER_TIMEOUT_S=20
+T=$OUT/tests.txt
+R=$OUT/probe; mkdir -p $R
+pack() { tar czf $OUT/probe.tgz -C $OUT probe tests.txt; }
+echo "== fused tests np2 $(date +%T)" >> $T
+timeout 150 torchrun --nproc-per-node 2 --master-port 29941 -m pytest tests/python/multidevice/test_fused_matmul.py -q -p no:cacheprovider -o timeout=60 > $R/fused_np2.txt 2>&1
+echo "rc=$?" >> $T; tail -3 $R/fused_np2.txt >> $T; pack
+echo "== ref1024 $(date +%T)" >> $T
+for i in 1 2; do
+timeout 60 torchrun --nproc-per-node 2 --master-port $((29960+i)) benchmarks/ring_pairs.py -H 512 -t 1024 --k 1024 --dtype float16 --benchmarks ag_linear,linear_rs --chunks 1 --iters 10 --queued 16 --json $R/ref1024_$i.json > $R/ref1024_$i.txt 2>&1
+echo "rc=$? $(grep -E '^(ag_linear:|linear_rs:|mdfuser |mdfuser_fused|mdfuser_nccl|torch_fused|torch_no|gemm_only)' $R/ref1024_$i.txt | awk '{print $1, $3}' | tr '\n' ' ')" >> $T; pack
+done
+echo "== faults $(date +%T)" >> $T
+timeout 200 python -m pytest tests/python/test_cuda_backend_faults.py -k fused -q -p no:cacheprovider > $R/faults.txt 2>&1
+echo "rc=$?" >> $T; tail -3 $R/faults.txt >> $T; pack
+echo "== fused tests np4 shared $(date +%T)" >> $T
+MDFUSER_SHARE_DEVICES=1 timeout 200 torchrun --nproc-per-node 4 --master-port 29945 -m pytest tests/python/multidevice/test_fused_matmul.py -q -p no:cacheprovider -o timeout=90 > $R/fused_np4.txt 2>&1
+echo "rc=$?" >> $T; tail -4 $R/fused_np4.txt >> $T; pack
+echo "== done $(date +%T)" >> $T
+cat $T
