@@ -36,8 +36,11 @@ struct PushedArrivals {
 // The rotated scheduler (this member's rows first), the producer warpgroup
 // waiting, before each tile, until every member has pushed the blocks of
 // its rows that the tile reads in this call.
-class PushedTileScheduler : public sm90::RotatedTileScheduler<PushedArrivals> {
-  using Base = sm90::RotatedTileScheduler<PushedArrivals>;
+class PushedTileScheduler
+    : public sm90::
+          ArrivalWaitingScheduler<PushedArrivals, PushedTileScheduler> {
+  using Base =
+      sm90::ArrivalWaitingScheduler<PushedArrivals, PushedTileScheduler>;
 
  public:
   CUTLASS_HOST_DEVICE PushedTileScheduler() {}
@@ -50,23 +53,6 @@ class PushedTileScheduler : public sm90::RotatedTileScheduler<PushedArrivals> {
             waits::loadAcquire(params.payload.counters + kFinishedCallsWord) +
             1) {}
 
-  template <class ClusterShape>
-  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    return arrived(current());
-  }
-
-  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
-    advance_to_next_work();
-    return cute::make_tuple(arrived(current()), true);
-  }
-
-  template <class Pipeline, class PipelineState>
-  CUTLASS_DEVICE auto fetch_next_work(
-      WorkTileInfo work_tile_info, Pipeline&, PipelineState) {
-    return fetch_next_work(work_tile_info);
-  }
-
- private:
   // `tile`; in the producer warpgroup, once the rows it reads are here.
   CUTLASS_DEVICE WorkTileInfo arrived(WorkTileInfo tile) {
     if (!tile.is_valid() || cutlass::canonical_warp_group_idx() != 0 ||
@@ -106,6 +92,7 @@ class PushedTileScheduler : public sm90::RotatedTileScheduler<PushedArrivals> {
     return tile;
   }
 
+ private:
   uint64_t call_ = 0;
   bool given_up_ = false;
 };

@@ -43,29 +43,13 @@ __device__ bool waitForMember(
 // The rotated scheduler (sm90::RotatedTileScheduler), with the tiles of
 // this member's rows first and the producer warpgroup waiting for the rows
 // of each tile it is given.
-class ArrivalTileScheduler : public sm90::RotatedTileScheduler<RowArrivals> {
-  using Base = sm90::RotatedTileScheduler<RowArrivals>;
+class ArrivalTileScheduler
+    : public sm90::ArrivalWaitingScheduler<RowArrivals, ArrivalTileScheduler> {
+  using Base = sm90::ArrivalWaitingScheduler<RowArrivals, ArrivalTileScheduler>;
 
  public:
   using Base::Base;
 
-  template <class ClusterShape>
-  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    return arrived(current());
-  }
-
-  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
-    advance_to_next_work();
-    return cute::make_tuple(arrived(current()), true);
-  }
-
-  template <class Pipeline, class PipelineState>
-  CUTLASS_DEVICE auto fetch_next_work(
-      WorkTileInfo work_tile_info, Pipeline&, PipelineState) {
-    return fetch_next_work(work_tile_info);
-  }
-
- private:
   // `tile`; in the producer warpgroup, once the rows it reads are here.
   CUTLASS_DEVICE WorkTileInfo arrived(WorkTileInfo tile) {
     if (!tile.is_valid() || cutlass::canonical_warp_group_idx() != 0 ||
@@ -95,6 +79,7 @@ class ArrivalTileScheduler : public sm90::RotatedTileScheduler<RowArrivals> {
     return tile;
   }
 
+ private:
   bool given_up_ = false;
 };
 

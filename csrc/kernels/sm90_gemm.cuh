@@ -175,6 +175,40 @@ class RotatedTileScheduler
   uint64_t stride_ = 1;
 };
 
+// The rotated scheduler whose producer warpgroup waits, before each tile it
+// is given, until the rows the tile reads are here: `Derived` (the
+// allgather kernels' schedulers) says so in `arrived(tile)`, which returns
+// the tile once they are (or once it gave up waiting).
+template <class P, class Derived>
+class ArrivalWaitingScheduler : public RotatedTileScheduler<P> {
+  using Base = RotatedTileScheduler<P>;
+
+ public:
+  using Base::Base;
+  using typename Base::WorkTileInfo;
+
+  template <class ClusterShape>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
+    return self().arrived(this->current());
+  }
+
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) {
+    this->advance_to_next_work();
+    return cute::make_tuple(self().arrived(this->current()), true);
+  }
+
+  template <class Pipeline, class PipelineState>
+  CUTLASS_DEVICE auto fetch_next_work(
+      WorkTileInfo work_tile_info, Pipeline&, PipelineState) {
+    return fetch_next_work(work_tile_info);
+  }
+
+ private:
+  CUTLASS_DEVICE Derived& self() {
+    return static_cast<Derived&>(*this);
+  }
+};
+
 // The tag that has CUTLASS's kernel take `Scheduler` (a RotatedTileScheduler)
 // as its tile scheduler.
 template <class Scheduler>

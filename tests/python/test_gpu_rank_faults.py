@@ -87,7 +87,8 @@ def test_an_nccl_collective_a_rank_never_reaches_ends_the_waiting_rank_with_a_me
 # allreduce waited (doc/runtime.md, "Failures"). The same silence with a
 # replayed graph was the supervisor destroying a finished entry's CUDA
 # event behind the host's `.cpu()` (fixed 2026-11-29); NCCL's work owns
-# events too, but that this was NCCL's case has not run on two GPUs yet.
+# events too, and since the fix this test passed once on two H200s
+# (2026-11-29): kept expected to fail until it passes repeatedly.
 @pytest.mark.xfail(reason="recovery after a released GPU wait does not finish yet", strict=False)
 @two_gpus
 @pytest.mark.timeout(150)
