@@ -92,11 +92,23 @@ void preparePushes(
           : cudaGetErrorString(error));
 }
 
+// Whether the GEMM of `rows` rows (all members'), N = `n`, K = `k`, over
+// `d` members runs in one wave beside the pushing CTAs on `device` (the
+// kernels being there).
+bool fitsOneWave(int64_t rows, int64_t n, int64_t k, int64_t d, int device) {
+  const kernels::PushedAllgatherArgs args =
+      argsOf(rows / d, n, k, d, 0, device);
+  return kernels::pushedAllgatherRefusal(args).empty() &&
+         kernels::pushedAllgatherFitsOneWave(args);
+}
+
 } // namespace
 
 bool pushesRows(int64_t d, const at::Tensor& in, const at::Tensor& weight) {
-  return pushedAllgatherFits(
-      in.size(0) * d, weight.size(0), in.size(1), d, in.device());
+  // At every call: whether the device can run the kernels was asked when
+  // the program was compiled.
+  return fitsOneWave(
+      in.size(0) * d, weight.size(0), in.size(1), d, in.device().index());
 }
 
 void pushedAllgatherLinear(
@@ -152,13 +164,8 @@ namespace mdfuser {
 
 bool pushedAllgatherFits(
     int64_t rows, int64_t n, int64_t k, int64_t d, c10::Device device) {
-  if (d < 2 || rows % d != 0 || !fusedMatmulKernelsAvailable(device)) {
-    return false;
-  }
-  const kernels::PushedAllgatherArgs args =
-      fused_detail::argsOf(rows / d, n, k, d, 0, device.index());
-  return kernels::pushedAllgatherRefusal(args).empty() &&
-         kernels::pushedAllgatherFitsOneWave(args);
+  return d >= 2 && rows % d == 0 && fusedMatmulKernelsAvailable(device) &&
+         fused_detail::fitsOneWave(rows, n, k, d, device.index());
 }
 
 } // namespace mdfuser
