@@ -63,7 +63,8 @@ std::string linearObstacle(
 }
 
 bool fuses(FusedMatmulChoice choice, bool usable, const std::string& obstacle) {
-  // kAuto waits for a cost model: until then it fuses nothing.
+  // kAuto fuses nothing by itself: the pairs the runtime chose come here
+  // as kOn (Lowerer::fusedChoiceOf).
   return choice == FusedMatmulChoice::kOn && usable && obstacle.empty();
 }
 

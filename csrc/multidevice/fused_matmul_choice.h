@@ -19,7 +19,8 @@
 namespace mdfuser {
 
 // Fusing matmul–communication pairs: never (kOff), where mdfuser judges it
-// faster (kAuto: for now the same as kOff, until a cost model decides), or
+// faster (kAuto: the pairs the runtime chose, hir::LoweringOptions::
+// fused_pairs, which lowering then treats as kOn; nothing by itself), or
 // wherever the kernel can compute the pair (kOn).
 enum class FusedMatmulChoice { kOff, kAuto, kOn };
 

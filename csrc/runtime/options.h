@@ -76,8 +76,9 @@ struct ExecuteOptions {
   // reduce-scatter of its partial sums, each computed by one fused kernel
   // (LoweringOptions::fused_matmul_communication): "fused_matmul_
   // communication" enabled forces it (a user error where the kernels are
-  // unusable), disabled refuses it; by default mdfuser decides, which for
-  // now means not fused.
+  // unusable), disabled refuses it; by default mdfuser decides: the
+  // allgather + linear pairs too short for a ring whose GEMM leaves SMs
+  // free for the pushing kernel (FusionExecutorCache::compile).
   Choice fused_matmul_communication = Choice::kDefault;
   // The library carrying communications; unset: Gloo for CPU tensors, and
   // for CUDA tensors the CUDA backend where every GPU maps the others'
