@@ -245,13 +245,15 @@ class PreparedLaunch final : public PushedAllgatherLaunch {
 } // namespace
 
 std::string pushedAllgatherRefusal(const PushedAllgatherArgs& args) {
-  if (args.members < 2 || args.members > kPushedMaxMembers || args.me < 0 ||
-      args.me >= args.members) {
-    return "the kernel takes teams of 2 to 16 members";
-  }
-  if (args.blocks > kPushedMaxBlocks ||
-      !everyBlockHoldsRows(args.rows, args.blocks)) {
-    return "each member's rows must fill 1 to 8 blocks";
+  if (std::string refusal = teamAndBlocksRefusal(
+          args.members,
+          args.me,
+          args.rows,
+          args.blocks,
+          kPushedMaxMembers,
+          kPushedMaxBlocks);
+      !refusal.empty()) {
+    return refusal;
   }
   if (std::string refusal = sm90::problemRefusal(problemOf(args));
       !refusal.empty()) {

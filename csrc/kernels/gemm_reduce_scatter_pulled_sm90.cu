@@ -363,13 +363,15 @@ auto withPulledGemm(const PulledReduceScatterArgs& args, Fn&& fn) {
 } // namespace
 
 std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
-  if (args.members < 2 || args.members > kPulledMaxMembers || args.me < 0 ||
-      args.me >= args.members) {
-    return "the kernel takes teams of 2 to 16 members";
-  }
-  if (args.blocks > kPulledMaxBlocks ||
-      !everyBlockHoldsRows(args.rows, args.blocks)) {
-    return "each member's rows must fill 1 to 8 blocks";
+  if (std::string refusal = teamAndBlocksRefusal(
+          args.members,
+          args.me,
+          args.rows,
+          args.blocks,
+          kPulledMaxMembers,
+          kPulledMaxBlocks);
+      !refusal.empty()) {
+    return refusal;
   }
   if (std::string refusal = sm90::problemRefusal(problemOf(args));
       !refusal.empty()) {

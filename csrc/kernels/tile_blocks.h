@@ -7,6 +7,7 @@
 // reaches) share. Plain C++: no CUDA header, tested on the CPU.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #if defined(__CUDACC__)
@@ -27,6 +28,27 @@ MDFUSER_HOST_DEVICE inline int64_t blockRows(int64_t rows, int32_t blocks) {
 inline bool everyBlockHoldsRows(int64_t rows, int32_t blocks) {
   return blocks >= 1 && blocks <= rows &&
          (blocks - 1) * blockRows(rows, blocks) < rows;
+}
+
+// Why a team of `members` (this one `me`), each of `rows` rows cut into
+// `blocks` blocks, does not suit a kernel of at most `max_members` members
+// and `max_blocks` blocks; empty if it does.
+inline std::string teamAndBlocksRefusal(
+    int32_t members,
+    int32_t me,
+    int64_t rows,
+    int32_t blocks,
+    int32_t max_members,
+    int32_t max_blocks) {
+  if (members < 2 || members > max_members || me < 0 || me >= members) {
+    return "the kernel takes teams of 2 to " + std::to_string(max_members) +
+           " members";
+  }
+  if (blocks > max_blocks || !everyBlockHoldsRows(rows, blocks)) {
+    return "each member's rows must fill 1 to " + std::to_string(max_blocks) +
+           " blocks";
+  }
+  return "";
 }
 
 // How many of `ctas` CTAs work on block `b` of `blocks` when CTA c works

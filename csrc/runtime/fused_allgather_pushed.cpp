@@ -4,7 +4,6 @@
 // kernel's own CTAs push the rows (kernels/allgather_gemm_pushed.h): GEMMs
 // whose tiles fill less than a wave of the GPU, beside the pushing CTAs.
 #include <algorithm>
-#include <chrono>
 #include <string>
 
 #include "ir/errors.h"
@@ -13,7 +12,6 @@
 
 #if defined(MDFUSER_HAS_CUDA) && defined(MDFUSER_HAS_FUSED_KERNELS)
 #include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include "kernels/allgather_gemm_pushed.h"
 
@@ -131,31 +129,24 @@ void pushedAllgatherLinear(
     args.dtype = gemmDtype(in, what);
     // Twice the watchdog's bound: the watchdog, which watches the kernel,
     // reports a missing peer first.
-    args.timeout_ns =
-        2 * static_cast<int64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    backend.timeout())
-                    .count());
+    args.timeout_ns = 2 * timeoutNs(backend);
     // Before the buffers, whose first allocation is collective.
     const std::string refusal = kernels::pushedAllgatherRefusal(args);
     MDF_USER_CHECK(refusal.empty(), what, ": ", refusal);
     preparePushes(backend, s, args, in, key, what);
   }
-  cudaStream_t compute =
-      c10::cuda::getCurrentCUDAStream(out.device().index()).stream();
-  const cudaError_t launched = s.pushed->launch(
-      in.data_ptr(), weight.data_ptr(), out.data_ptr(), compute);
-  MDF_CHECK(
-      launched == cudaSuccess,
-      what,
-      ": the allgather + GEMM kernel failed to launch: ",
-      cudaGetErrorString(launched));
-  backend.watchKernel(
+  launchWatched(
+      backend,
       team,
-      compute,
-      std::make_shared<const std::string>(what),
+      out,
+      what,
+      "allgather + GEMM",
       "waited for the peers' rows",
-      run);
+      run,
+      [&](cudaStream_t stream) {
+        return s.pushed->launch(
+            in.data_ptr(), weight.data_ptr(), out.data_ptr(), stream);
+      });
 }
 
 } // namespace mdfuser::fused_detail

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "runtime/fused_matmul.h"
 
-#include <chrono>
 #include <string>
 
 #include "host_ir/nodes.h"
@@ -112,9 +111,7 @@ void fusedAllgatherLinear(
   args.arrivals.rows_per_member = rows;
   args.arrivals.members = static_cast<int32_t>(d);
   args.arrivals.me = static_cast<int32_t>(me);
-  args.arrivals.timeout_ns = static_cast<int64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(backend.timeout())
-          .count());
+  args.arrivals.timeout_ns = timeoutNs(backend);
   const std::string refusal = kernels::allgatherGemmRefusal(args);
   MDF_USER_CHECK(refusal.empty(), what, ": ", refusal);
 

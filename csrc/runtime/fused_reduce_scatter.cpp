@@ -4,7 +4,6 @@
 // kernel whose owners pull the partial sums (the statement's
 // kernel=sm90_pulls).
 #include <algorithm>
-#include <chrono>
 #include <string>
 
 #include "ir/errors.h"
@@ -84,11 +83,7 @@ void preparePulls(
   args.status = s.status;
   // Twice the watchdog's bound: the watchdog, which watches the kernel,
   // reports a missing peer first.
-  args.timeout_ns =
-      2 *
-      static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               backend.timeout())
-                               .count());
+  args.timeout_ns = 2 * timeoutNs(backend);
   args.device = out.device().index();
   // Before the buffers, whose first allocation is collective.
   const std::string refusal = kernels::pulledReduceScatterRefusal(args);
@@ -169,21 +164,18 @@ void fusedLinearReduceScatterPulled(
   if (s.pulled == nullptr) {
     preparePulls(backend, s, me, in, out, key, what);
   }
-  cudaStream_t compute =
-      c10::cuda::getCurrentCUDAStream(out.device().index()).stream();
-  const cudaError_t launched = s.pulled->launch(
-      in.data_ptr(), weight.data_ptr(), out.data_ptr(), compute);
-  MDF_CHECK(
-      launched == cudaSuccess,
-      what,
-      ": the GEMM + reduce-scatter kernel failed to launch: ",
-      cudaGetErrorString(launched));
-  backend.watchKernel(
+  launchWatched(
+      backend,
       team,
-      compute,
-      std::make_shared<const std::string>(what),
+      out,
+      what,
+      "GEMM + reduce-scatter",
       "waited for the peers' partial sums",
-      run);
+      run,
+      [&](cudaStream_t stream) {
+        return s.pulled->launch(
+            in.data_ptr(), weight.data_ptr(), out.data_ptr(), stream);
+      });
 }
 
 #else

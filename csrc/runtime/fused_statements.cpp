@@ -4,6 +4,7 @@
 #if defined(MDFUSER_HAS_CUDA) && defined(MDFUSER_HAS_FUSED_KERNELS)
 
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/gemm_reduce_scatter_pulled.h"
 
@@ -54,6 +55,12 @@ void checkOperands(
           in.scalar_type() == out.scalar_type(),
       what,
       ": the fused kernel takes contiguous tensors of one dtype");
+}
+
+int64_t timeoutNs(const CudaBackend& backend) {
+  return static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(backend.timeout())
+          .count());
 }
 
 void makeStatus(FusedStatement& s) {

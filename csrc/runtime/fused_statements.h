@@ -16,6 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include "host_ir/nodes.h"
@@ -171,6 +172,50 @@ void makeStatus(FusedStatement& s);
 // Raises the error a previous run's kernel left in `s.status`, once.
 void raiseKernelError(FusedStatement& s, int64_t rank);
 
+// The communicator's timeout in nanoseconds, which bounds the kernels'
+// waits (the kernels that the watchdog watches wait twice as long, so that
+// it reports a missing peer first).
+int64_t timeoutNs(const CudaBackend& backend);
+
+// Raises the error of a kernel's launch that failed, naming `what` and
+// the `kernel` ("the allgather + GEMM kernel failed to launch: ...").
+inline void checkLaunched(
+    cudaError_t launched, const std::string& what, const char* kernel) {
+  MDF_CHECK(
+      launched == cudaSuccess,
+      what,
+      ": the ",
+      kernel,
+      " kernel failed to launch: ",
+      cudaGetErrorString(launched));
+}
+
+// Posts a statement's prepared kernel, `launch(stream)` on the current
+// stream of `out`'s device, and has the watchdog watch it, reporting
+// `waited` if it does not end ("the allgather + GEMM" names `kernel` in
+// the launch's error).
+template <class Launch>
+void launchWatched(
+    CudaBackend& backend,
+    const std::vector<int64_t>& team,
+    const at::Tensor& out,
+    const std::string& what,
+    const char* kernel,
+    std::string waited,
+    uint64_t run,
+    Launch&& launch) {
+  cudaStream_t compute =
+      c10::cuda::getCurrentCUDAStream(out.device().index()).stream();
+  const cudaError_t launched = launch(compute);
+  checkLaunched(launched, what, kernel);
+  backend.watchKernel(
+      team,
+      compute,
+      std::make_shared<const std::string>(what),
+      std::move(waited),
+      run);
+}
+
 // Launches a kernel through `launch(workspace)` with a workspace of
 // `workspace_bytes` on `like`'s device (from the caching allocator, on the
 // current stream, which the kernel runs on).
@@ -189,13 +234,7 @@ void launchKernel(
   }
   const cudaError_t launched =
       launch(workspace_bytes > 0 ? workspace.data_ptr() : nullptr);
-  MDF_CHECK(
-      launched == cudaSuccess,
-      what,
-      ": the ",
-      kernel,
-      " kernel failed to launch: ",
-      cudaGetErrorString(launched));
+  checkLaunched(launched, what, kernel);
 }
 
 // Whether the allgather + linear of `in` [rows, K] (this member's rows)

@@ -94,6 +94,26 @@ TEST(TileBlocks, EveryBlockMustHoldARow) {
   EXPECT_FALSE(everyBlockHoldsRows(4, 0));
 }
 
+TEST(TileBlocks, TeamsAndBlocksAKernelTakes) {
+  EXPECT_EQ(teamAndBlocksRefusal(2, 1, 1024, 8, 16, 8), "");
+  EXPECT_EQ(
+      teamAndBlocksRefusal(1, 0, 1024, 1, 16, 8),
+      "the kernel takes teams of 2 to 16 members");
+  EXPECT_EQ(
+      teamAndBlocksRefusal(17, 0, 1024, 1, 16, 8),
+      "the kernel takes teams of 2 to 16 members");
+  EXPECT_EQ(
+      teamAndBlocksRefusal(4, 4, 1024, 1, 16, 8),
+      "the kernel takes teams of 2 to 16 members");
+  EXPECT_EQ(
+      teamAndBlocksRefusal(2, 0, 1024, 9, 16, 8),
+      "each member's rows must fill 1 to 8 blocks");
+  // 2 × 5 rows cover 9: the last block would hold none.
+  EXPECT_EQ(
+      teamAndBlocksRefusal(2, 0, 9, 6, 16, 8),
+      "each member's rows must fill 1 to 8 blocks");
+}
+
 TEST(TileBlocks, CtasSharedAmongBlocks) {
   // CTA c works on block c % blocks: every CTA counted once, the first
   // blocks taking the one CTA more.
