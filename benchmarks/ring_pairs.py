@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 from common import (
     DTYPES,
+    QUEUE_HOLD_CYCLES,
     RunInfo,
     Timer,
     add_ratios,
@@ -376,10 +377,10 @@ class Bench:
             self.kernels(pair, runnable)
 
     def kernels(self, pair: Pair, runnable: dict[str, dict]) -> None:
-        """--profile on GPUs: the CUDA kernels and copies of one call of the
-        GEMM alone, of the default at the largest s and at one chunk, and of
-        the fused kernel (one chunk), rank 0: what each spends its device
-        time on."""
+        """--profile on GPUs: the CUDA kernels and copies of one call (a
+        queued batch with --queued) of the GEMM alone, of the default at the
+        largest s and at one chunk, and of the fused kernel (one chunk),
+        rank 0: what each spends its device time on."""
         s = max(pair.fds)
         default = pair.define(s)
         runs = [
@@ -393,6 +394,10 @@ class Bench:
             fused, kwargs = pair.define(1), runnable["mdfuser_fused"]
             runs.append(("mdfuser_fused s=1", lambda: fused.execute(pair.inputs[1], **kwargs)))
         activities = [torch.profiler.ProfilerActivity.CUDA]
+        # With --queued, a batch of that many calls enqueued behind a
+        # sleeping kernel, as timed: each kernel's time where the calls run
+        # back to back.
+        calls = max(self.timer.queued, 1)
         for name, run in runs:
             # Set up (and, for the default, captured) outside the profile;
             # the ranks meet before the profiled call.
@@ -400,10 +405,13 @@ class Bench:
                 run()
             self.timer.sync()
             with torch.profiler.profile(activities=activities) as prof:
-                run()
+                if self.timer.queued:
+                    torch.cuda._sleep(QUEUE_HOLD_CYCLES)
+                for _ in range(calls):
+                    run()
                 self.timer.sync()
             if self.rank == 0:
-                print(f"\n{pair.name} {name}: CUDA kernels and copies, rank 0")
+                print(f"\n{pair.name} {name}: CUDA kernels and copies of {calls} call(s), rank 0")
                 print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
 
     def checked(self, pair: Pair) -> list[tuple[str, int, Callable, float | None]]:

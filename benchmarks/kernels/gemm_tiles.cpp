@@ -212,13 +212,14 @@ void benchGemms(
   }
 }
 
-// The GEMM + reduce-scatter kernel that pulls the partial sums, run by
-// one member of `members` whose peers are buffers of this GPU already
+// The GEMM + reduce-scatter kernel whose owners sum the partial sums, run
+// by one member of `members` whose peers are buffers of this GPU already
 // complete (their counters past every count the kernel waits for): the
-// kernel's own cost (the GEMM on the SMs the pulling CTAs leave, the pulls
-// reading this GPU's memory where they would read a link, the epilogue
-// adding their sum), against cuBLAS's GEMM of every member's rows, which
-// is what the kernel computes.
+// kernel's own cost (the GEMM on the SMs the summing CTAs leave, the pulls
+// reading this GPU's memory where they may read a link, the epilogue
+// adding their sum; with two members also without summing CTAs, the
+// epilogue adding the peer's partial sums itself), against cuBLAS's GEMM
+// of every member's rows, which is what the kernel computes.
 void benchPulled(int iters, std::vector<std::string>& json) {
   const at::TensorOptions options =
       at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
@@ -253,7 +254,10 @@ void benchPulled(int iters, std::vector<std::string>& json) {
     }
     kernels::PulledReduceScatterArgs args;
     // Both halves in one buffer: no peer reads them here.
-    args.partials[0] = args.partials[1] = partials.data_ptr();
+    for (int32_t p = 1; p < c.members; ++p) {
+      args.sends[0][p] = args.sends[1][p] =
+          partials.narrow(0, p * c.rows, c.rows).data_ptr();
+    }
     args.zeros = zeros.data_ptr();
     args.rows = c.rows;
     args.n = c.n;
@@ -268,8 +272,11 @@ void benchPulled(int iters, std::vector<std::string>& json) {
         at::full({args.blocks}, int64_t(1) << 62, options.dtype(at::kLong));
     const at::Tensor summed =
         at::zeros({args.blocks}, options.dtype(at::kLong));
-    const at::Tensor calls = at::zeros({1}, options.dtype(at::kLong));
-    args.counters = static_cast<uint64_t*>(counters.data_ptr());
+    const at::Tensor calls = at::zeros({2}, options.dtype(at::kLong));
+    for (int32_t p = 1; p < c.members; ++p) {
+      args.counts[p] =
+          static_cast<uint64_t*>(counters.data_ptr()) + p * args.blocks;
+    }
     args.calls = static_cast<uint64_t*>(calls.data_ptr());
     for (int32_t p = 1; p < c.members; ++p) {
       args.pulls.sources[0][p] = args.pulls.sources[1][p] =
@@ -296,7 +303,13 @@ void benchPulled(int iters, std::vector<std::string>& json) {
              kernels::pulledReduceScatterWorkspaceBytes(args)) +
          1},
         options.dtype(at::kByte));
-    for (const int32_t ctas : {4, 8, 16}) {
+    // 0: no summing CTA, the epilogue adding the one peer's partial sums
+    // itself (two members only).
+    for (const int32_t ctas : {0, 4, 8, 16}) {
+      if (ctas == 0 && c.members != 2) {
+        continue;
+      }
+      args.sums = ctas > 0;
       args.pulls.ctas = ctas;
       *static_cast<int32_t*>(status) = 0;
       (void)summed.zero_();
@@ -330,8 +343,8 @@ void benchPulled(int iters, std::vector<std::string>& json) {
       const double flop = 2.0 * m * c.n * c.k;
       const std::string shape =
           std::to_string(c.members) + "x" + std::to_string(c.rows) + "x" +
-          std::to_string(c.n) + "x" + std::to_string(c.k) + " pull " +
-          std::to_string(ctas);
+          std::to_string(c.n) + "x" + std::to_string(c.k) +
+          (ctas > 0 ? " pull " + std::to_string(ctas) : " direct");
       std::printf(
           "  %-26s %9.3f %9.3f %8.0f %8.3fx  (max relative error %.2g)\n",
           shape.c_str(),

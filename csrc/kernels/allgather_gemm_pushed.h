@@ -41,12 +41,10 @@ constexpr int kPushedMaxMembers = 16;
 constexpr int kPushedMaxBlocks = 8;
 
 // The words of each member's counters (symmetric memory, 64-bit, zero
-// before the first call): the calls it has finished (the peers read it),
-// the CTAs of its calls that have ended (only it), then, at
-// kArrivalsWord + p · blocks + b, the pushing CTAs of member p that have
-// stored block b of p's rows here.
-constexpr int kFinishedCallsWord = 0;
-constexpr int kEndedCtasWord = 1;
+// before the first call): the count of its calls (kernels/waits.cuh: the
+// calls it has finished, which the peers read, and the CTAs of its calls
+// that have ended, only it), then, at kArrivalsWord + p · blocks + b, the
+// pushing CTAs of member p that have stored block b of p's rows here.
 constexpr int kArrivalsWord = 2;
 
 inline int64_t pushedCounterWords(int32_t members, int32_t blocks) {

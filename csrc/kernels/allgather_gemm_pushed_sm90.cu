@@ -49,9 +49,7 @@ class PushedTileScheduler
       : Base(params),
         // The calls finished so far do not change before every CTA of this
         // one has ended.
-        call_(
-            waits::loadAcquire(params.payload.counters + kFinishedCallsWord) +
-            1) {}
+        call_(waits::callNumber(params.payload.counters)) {}
 
   // `tile`; in the producer warpgroup, once the rows it reads are here.
   CUTLASS_DEVICE WorkTileInfo arrived(WorkTileInfo tile) {
@@ -108,7 +106,7 @@ __global__ void __launch_bounds__(
         const void* in) {
   extern __shared__ char smem[];
   uint64_t* counters = args.counters[args.me];
-  const uint64_t call = waits::loadAcquire(counters + kFinishedCallsWord) + 1;
+  const uint64_t call = waits::callNumber(counters);
   const int32_t cta = int32_t(blockIdx.x + blockIdx.y * gridDim.x);
   if (cta < args.ctas) {
     push::pushRows(args, in, cta, call, reinterpret_cast<int32_t*>(smem));
@@ -120,13 +118,7 @@ __global__ void __launch_bounds__(
   if (threadIdx.x == 0) {
     // This CTA's reads of the gathered buffer are complete (its consumers
     // waited for every load).
-    __threadfence();
-    const uint64_t ctas = uint64_t(gridDim.x) * gridDim.y * gridDim.z;
-    const unsigned long long ended = atomicAdd(
-        reinterpret_cast<unsigned long long*>(counters + kEndedCtasWord), 1ull);
-    if (ended + 1 == call * ctas) {
-      waits::storeRelease(counters + kFinishedCallsWord, call);
-    }
+    waits::endCta(counters, call);
   }
 }
 

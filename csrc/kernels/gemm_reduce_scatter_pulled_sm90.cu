@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 //
-// GEMM + reduce-scatter in one launch, the partial sums pulled by the
-// members that own them (gemm_reduce_scatter_pulled.h): the first CTAs
-// pull (pull_partials.cuh), the others run CUTLASS's ptr-array cooperative
+// GEMM + reduce-scatter in one launch, the partial sums brought together
+// by the members that own them (gemm_reduce_scatter_pulled.h): the first
+// CTAs sum (pull_partials.cuh), the others run CUTLASS's ptr-array cooperative
 // GEMM for sm_90a, one batch a member's rows, with a tile scheduler that
 // counts the peers' blocks stored and makes the epilogue of this member's
-// own rows wait for their pulled sum (its C).
+// own rows wait for the peers' sum (its C).
 #include "kernels/gemm_reduce_scatter_pulled.h"
 
 #include <climits>
@@ -20,17 +20,22 @@ namespace {
 
 // What the GEMM's tile scheduler counts and waits for.
 struct PulledSteps {
-  // This member's counters, [members · blocks].
-  uint64_t* counters = nullptr;
-  // The pulling CTAs' counts of this member's blocks, [blocks].
-  const uint64_t* summed = nullptr;
+  // Where this member counts the blocks of member p's rows ([p][b]).
+  uint64_t* counts[kPulledMaxMembers] = {};
+  // What the epilogue of this member's own rows waits for, per block of
+  // them: block b's counter at ready[b] reaching ready_counts[b] a call
+  // (the summing CTAs' count of the peers' sum, or, where there are none,
+  // the peer's count of its partial sums), and what it reports if it gives
+  // up.
+  const uint64_t* ready = nullptr;
+  uint32_t ready_counts[kPulledMaxBlocks] = {};
+  int32_t late = kPullsLate;
   int64_t rows = 0;
   int64_t block_rows = 0;
   int32_t members = 1;
   int32_t me = 0;
   int32_t blocks = 1;
-  int32_t pull_ctas = 0;
-  // The call's number (device memory, raised before the kernel).
+  // The count of the statement's calls (kernels/waits.cuh).
   const uint64_t* calls = nullptr;
   int32_t* status = nullptr;
   int64_t timeout_ns = 0;
@@ -40,10 +45,11 @@ struct PulledSteps {
 // rows, this member's own last), with
 //  - the warp that issues the epilogue's stores counting, per block of a
 //    peer's rows, the tiles whose stores are complete, into this member's
-//    counters, which the peers' pulling CTAs read;
+//    counts, which the peers' summing CTAs read;
 //  - the epilogue's loading warp waiting, before it reads the C of a tile
-//    of this member's own rows, until the pulling CTAs have stored the sum
-//    of the peers' parts of the tile's blocks.
+//    of this member's own rows, until the summing CTAs have stored the sum
+//    of the peers' parts of the tile's blocks (or, with no summing CTA,
+//    until the one peer has counted its part of them stored here).
 class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
   using Base = sm90::RotatedTileScheduler<PulledSteps>;
 
@@ -110,18 +116,19 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
     const PulledSteps& s = params_.payload;
     const Blocks held = blocksOf(tile);
     // Longer than the pulls' own bound, so that a missing peer is what
-    // they report.
+    // they report; the watchdog's bound is shorter still.
     const uint64_t deadline = sm90::globalTimer() + 2 * uint64_t(s.timeout_ns);
-    const uint64_t call = *s.calls;
+    const uint64_t call = waits::callNumber(s.calls);
     for (int32_t b = held.lo; b <= held.hi; ++b) {
       if (!waits::waitAtLeast(
-              s.summed + b, call * uint64_t(s.pull_ctas), deadline)) {
-        waits::report(s.status, kPullsLate);
+              s.ready + b, call * uint64_t(s.ready_counts[b]), deadline)) {
+        waits::report(s.status, s.late);
         given_up_ = true;
         return;
       }
     }
-    // The sum was stored through the async proxy; C's TMA loads read it.
+    // The sum (or the peer's partial sums) was stored through the async
+    // proxy; C's TMA loads read it.
     asm volatile("fence.proxy.async.global;" ::: "memory");
   }
 
@@ -149,21 +156,20 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
   }
 
   // Waits for this warp's stores to complete and adds the pending tiles to
-  // the counters of their blocks.
+  // the counts of their blocks (this member's memory or the owner's).
   CUTLASS_DEVICE void flush() {
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     __syncwarp();
     if (cute::elect_one_sync()) {
-      // The stores went through the async proxy, to memory the peers read
-      // once they see the count.
+      // The stores went through the async proxy, to memory the owner reads
+      // once it sees the count.
       asm volatile("fence.proxy.async.global;" ::: "memory");
       __threadfence_system();
       const PulledSteps& s = params_.payload;
       const int32_t member = (s.me + 1 + pending_batch_) % s.members;
       for (int32_t b = pending_blocks_.lo; b <= pending_blocks_.hi; ++b) {
         atomicAdd_system(
-            reinterpret_cast<unsigned long long*>(
-                s.counters + member * s.blocks + b),
+            reinterpret_cast<unsigned long long*>(s.counts[member] + b),
             static_cast<unsigned long long>(pending_));
       }
     }
@@ -221,33 +227,78 @@ using PulledGemm = sm90::ArrayGemm<
     std::conditional_t<kLarge, sm90::LargeTiles, sm90::SmallTiles>,
     std::conditional_t<kLarge, sm90::PairsAlongM, sm90::Alone>,
     PulledTileScheduler>;
-// The pulling CTAs, whole clusters of `cluster_rows` CTAs: the launch's
+// The summing CTAs, whole clusters of `cluster_rows` CTAs: the launch's
 // first grid rows. Where the caller asks for none, eight a peer and at most
 // sixteen, the fastest of 4, 8 and 16 at k = 2048 with two and four members
 // on one H200 (benchmarks/kernels/gemm_tiles: each CTA pulls about 25
-// GB/s).
+// GB/s). None where the epilogue adds the one peer's partial sums itself.
 int32_t pullCtasOf(const PulledReduceScatterArgs& args, int cluster_rows) {
+  if (!args.sums) {
+    return 0;
+  }
   const int32_t asked = args.pulls.ctas > 0
                             ? args.pulls.ctas
                             : cute::min(16, 8 * (args.members - 1));
   return (asked + cluster_rows - 1) / cluster_rows * cluster_rows;
 }
 
-// The pulling CTAs, then CUTLASS's kernel on the others.
+// The four pointer arrays, kPulledMaxMembers each, at the start of the
+// workspace; CUTLASS's own workspace after them.
+constexpr size_t kPointerArrayBytes = kPulledMaxMembers * sizeof(void*);
+constexpr size_t kPointerBytes = 4 * kPointerArrayBytes;
+
+// What the batches of a call read and write, passed by value to the
+// kernel, which writes the arrays (the operands' addresses change from
+// call to call, the partial sums' half with the call's number).
+struct BatchPointers {
+  const void* a[kPulledMaxMembers];
+  const void* c[2][kPulledMaxMembers];
+  void* d[2][kPulledMaxMembers];
+  const void* b;
+  int batches;
+};
+
+// Writes the batches' pointers of call `call`, whose partial sums go to
+// half call % 2. Every CTA writes them (the same values) before its GEMM
+// reads them: no launch before the kernel.
+__device__ inline void writePointers(
+    const BatchPointers& p, void** arrays, uint64_t call) {
+  const int i = threadIdx.x;
+  if (i < p.batches) {
+    arrays[i] = const_cast<void*>(p.a[i]);
+    arrays[kPulledMaxMembers + i] = const_cast<void*>(p.b);
+    arrays[2 * kPulledMaxMembers + i] = const_cast<void*>(p.c[call % 2][i]);
+    arrays[3 * kPulledMaxMembers + i] = p.d[call % 2][i];
+  }
+  __syncthreads();
+}
+
+// The summing CTAs, then CUTLASS's kernel on the others; the last CTA of
+// the call to end counts the call finished.
 template <class Kernel, class T>
 __global__ void __launch_bounds__(
     Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
     pulledGemm(
         CUTLASS_GRID_CONSTANT typename Kernel::Params const params,
-        CUTLASS_GRID_CONSTANT PulledReduceScatterArgs const args) {
+        CUTLASS_GRID_CONSTANT PulledReduceScatterArgs const args,
+        CUTLASS_GRID_CONSTANT BatchPointers const pointers,
+        void** arrays) {
   extern __shared__ char smem[];
+  const uint64_t call = waits::callNumber(args.calls);
+  writePointers(pointers, arrays, call);
   const int32_t cta = int32_t(blockIdx.x + blockIdx.y * gridDim.x);
   if (cta < args.pulls.ctas) {
-    pull::pullPartials<T>(args, cta, smem, Kernel::SharedStorageSize);
-    return;
+    pull::pullPartials<T>(args, cta, call, smem, Kernel::SharedStorageSize);
+  } else {
+    Kernel kernel;
+    kernel(params, smem);
   }
-  Kernel kernel;
-  kernel(params, smem);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // This CTA's stores are complete (the epilogue waited for them) and
+    // nothing of it reads the partial sums any more.
+    waits::endCta(args.calls, call);
+  }
 }
 
 // The shape of one batch (its pointers are the arrays').
@@ -257,56 +308,37 @@ sm90::Problem problemOf(const PulledReduceScatterArgs& args) {
 
 PulledSteps stepsOf(const PulledReduceScatterArgs& args, int cluster_rows) {
   PulledSteps s;
-  s.counters = args.counters;
-  s.summed = args.pulls.summed;
+  for (int32_t p = 0; p < args.members; ++p) {
+    s.counts[p] = args.counts[p];
+  }
+  if (args.sums) {
+    s.ready = args.pulls.summed;
+    for (int32_t b = 0; b < args.blocks; ++b) {
+      s.ready_counts[b] = uint32_t(pullCtasOf(args, cluster_rows));
+    }
+  } else {
+    // The one peer's count of its partial sums of this member's rows.
+    const int32_t peer = 1 - args.me;
+    s.ready = args.pulls.source_counts[peer];
+    for (int32_t b = 0; b < args.blocks; ++b) {
+      s.ready_counts[b] = args.pulls.block_tiles[b];
+    }
+    s.late = peer + 1;
+  }
   s.rows = args.rows;
   s.block_rows = args.blockRows();
   s.members = args.members;
   s.me = args.me;
   s.blocks = args.blocks;
-  s.pull_ctas = pullCtasOf(args, cluster_rows);
   s.calls = args.calls;
   s.status = args.status;
   s.timeout_ns = args.timeout_ns;
   return s;
 }
 
-// The four pointer arrays, kPulledMaxMembers each, at the start of the
-// workspace; CUTLASS's own workspace after them.
-constexpr size_t kPointerArrayBytes = kPulledMaxMembers * sizeof(void*);
-constexpr size_t kPointerBytes = 4 * kPointerArrayBytes;
-
-// What the batches of a call read and write, passed by value to the
-// kernel that writes the arrays (the operands' addresses change from call
-// to call, the partial sums' half with the call's number).
-struct BatchPointers {
-  const void* a[kPulledMaxMembers];
-  const void* c[kPulledMaxMembers];
-  void* d[2][kPulledMaxMembers];
-  const void* b;
-  int batches;
-};
-
-// Begins a call: raises the calls' count, then writes the batches'
-// pointers of the call, whose partial sums go to half call % 2.
-__global__ void beginCall(BatchPointers p, void** arrays, uint64_t* calls) {
-  const int i = threadIdx.x;
-  const uint64_t call = *calls + 1;
-  __syncthreads();
-  if (i == 0) {
-    *calls = call;
-  }
-  if (i < p.batches) {
-    arrays[i] = const_cast<void*>(p.a[i]);
-    arrays[kPulledMaxMembers + i] = const_cast<void*>(p.b);
-    arrays[2 * kPulledMaxMembers + i] = const_cast<void*>(p.c[i]);
-    arrays[3 * kPulledMaxMembers + i] = p.d[call % 2][i];
-  }
-}
-
-// Batch l: member me + 1 + l's rows, into this member's partial sums with
+// Batch l: member me + 1 + l's rows, to where their partial sums go with
 // zeros added, or, the last, this member's own into `out`, adding the
-// pulled sum.
+// peers' sum (or the one peer's partial sums, where nothing sums them).
 BatchPointers batchPointersOf(
     const PulledReduceScatterArgs& args,
     const void* in,
@@ -320,13 +352,14 @@ BatchPointers batchPointersOf(
     const int64_t member = (args.me + 1 + l) % args.members;
     const int64_t row = member * args.rows;
     p.a[l] = static_cast<const char*>(in) + row * args.k * kElement;
+    const bool own = l + 1 == args.members;
     for (int half = 0; half < 2; ++half) {
-      p.d[half][l] = l + 1 < args.members
-                         ? static_cast<char*>(args.partials[half]) +
-                               row * args.n * kElement
-                         : out;
+      p.d[half][l] = own ? out : args.sends[half][member];
+      const int32_t peer = (args.me + 1) % args.members;
+      p.c[half][l] = !own        ? args.zeros
+                     : args.sums ? args.pulls.received
+                                 : args.pulls.sources[half][peer];
     }
-    p.c[l] = l + 1 < args.members ? args.zeros : args.pulls.received;
   }
   return p;
 }
@@ -383,7 +416,23 @@ std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
   if (args.pulls.ctas < 0 || args.pulls.ctas > 32) {
     return "0 to 32 pulling CTAs";
   }
+  if (!args.sums && args.members != 2) {
+    return "the epilogue adds the partial sums of one peer, not of " +
+           std::to_string(args.members - 1);
+  }
   return "";
+}
+
+bool pulledReduceScatterFitsOneWave(const PulledReduceScatterArgs& args) {
+  sm90::Problem all = problemOf(args);
+  all.m = args.rows * args.members;
+  if (sm90::largeTiles(all)) {
+    return false;
+  }
+  const int sms =
+      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+          args.device);
+  return ((all.m + 127) / 128) * ((all.n + 127) / 128) <= sms;
 }
 
 void planPulledReduceScatter(PulledReduceScatterArgs& args) {
@@ -462,12 +511,13 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
       const void* weight,
       void* out,
       cudaStream_t stream) const override {
-    beginCall<<<1, kPulledMaxMembers, 0, stream>>>(
-        batchPointersOf(args_, in, weight, out), arrays_, args_.calls);
-    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) {
-      return error;
-    }
-    return launch_.launch(kernel(), stream, params_, args_);
+    return launch_.launch(
+        kernel(),
+        stream,
+        params_,
+        args_,
+        batchPointersOf(args_, in, weight, out),
+        arrays_);
   }
 
  private:

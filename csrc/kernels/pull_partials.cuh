@@ -34,8 +34,8 @@ constexpr int32_t kMaxStages = 14;
 // Stores that may still be reading their stages while new loads go out.
 constexpr int kLag = 4;
 
-// Pulling CTA `cta` of args.pulls.ctas, with `smem_bytes` of shared memory
-// at `smem` (16-byte aligned). `T` is the element type.
+// Pulling CTA `cta` of args.pulls.ctas in call `call`, with `smem_bytes`
+// of shared memory at `smem` (16-byte aligned). `T` is the element type.
 //
 // Thread 0 issues every copy: the loads of the next pieces run ahead of
 // the piece being stored, each on its stage's mbarrier, and the stores of
@@ -47,6 +47,7 @@ template <class T>
 __device__ void pullPartials(
     const PulledReduceScatterArgs& args,
     int32_t cta,
+    uint64_t call,
     char* smem,
     int32_t smem_bytes) {
   const Pulls& p = args.pulls;
@@ -76,9 +77,7 @@ __device__ void pullPartials(
   const bool takes_part = adds || threadIdx.x == 0;
 
   const int64_t row_bytes = args.n * 2;
-  // Raised before the kernel; the peers' partial sums of this call are in
-  // their half call % 2.
-  const uint64_t call = *args.calls;
+  // The peers' partial sums of this call are in their half call % 2.
   const void* const* from = p.sources[call % 2];
   const uint64_t deadline = sm90::globalTimer() + uint64_t(args.timeout_ns);
   bool given_up = false;

@@ -113,9 +113,10 @@ __device__ inline void pushRows(
     for (int32_t m = 0; m < args.members; ++m) {
       // The peer's kernel of the previous call no longer reads its
       // gathered buffer, where this call's rows go.
-      if (m != args.me &&
-          !waits::waitAtLeast(
-              args.counters[m] + kFinishedCallsWord, call - 1, deadline)) {
+      if (m != args.me && !waits::waitAtLeast(
+                              args.counters[m] + waits::kFinishedCallsWord,
+                              call - 1,
+                              deadline)) {
         waits::report(args.status, m + 1);
         ready = 0;
         break;

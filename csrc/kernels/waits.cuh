@@ -47,4 +47,30 @@ __device__ inline bool waitAtLeast(
   return true;
 }
 
+// The calls of a single-launch kernel, counted by the kernel itself: two
+// words, the calls finished (raised by the last CTA of each call to end)
+// and the CTAs of those calls that have ended. A call's number is the
+// count finished before it plus one, the same for every CTA of the call:
+// the count rises only once all of them have ended. Nothing of a call is
+// known only to the host, so that a CUDA graph replays the launch.
+constexpr int kFinishedCallsWord = 0;
+constexpr int kEndedCtasWord = 1;
+
+__device__ inline uint64_t callNumber(const uint64_t* calls) {
+  return loadAcquire(calls + kFinishedCallsWord) + 1;
+}
+
+// Thread 0 of each CTA, once the CTA's work for call `call` is done and
+// its memory operations are complete: counts the CTA ended, and the call
+// finished if it is the call's last.
+__device__ inline void endCta(uint64_t* calls, uint64_t call) {
+  __threadfence();
+  const uint64_t ctas = uint64_t(gridDim.x) * gridDim.y * gridDim.z;
+  const unsigned long long ended = atomicAdd(
+      reinterpret_cast<unsigned long long*>(calls + kEndedCtasWord), 1ull);
+  if (ended + 1 == call * ctas) {
+    storeRelease(calls + kFinishedCallsWord, call);
+  }
+}
+
 } // namespace mdfuser::kernels::waits

@@ -50,7 +50,29 @@ void checkShapes(
   checkOperands(in, weight, out, what);
 }
 
-// Prepares the pulled kernel's launches for the statement's shapes (the
+// Where the partial sums lie between the GEMM that computes them and the
+// member that owns them (kernels/gemm_reduce_scatter_pulled.h).
+enum class PartialsPlace {
+  // In the memory of the member that computed them: the owner's summing
+  // CTAs read them over the links.
+  kSender,
+  // In the owner's: the epilogue stores them over the links, the owner
+  // reads its own memory (with one peer, its epilogue adds them itself).
+  kOwner,
+};
+
+// With one peer, where the GEMM runs in one wave (the reference's 1024³),
+// the owner's: its epilogue then adds the peer's partial sums as they are,
+// without the summing CTAs' wait, copy and count, 22 µs a call against 27
+// (two H200s, 2026-11-30). Elsewhere the sender's: at k = 2048 the
+// epilogue's stores over the link slow the GEMM (0.546 ms against 0.487).
+PartialsPlace placeOf(const kernels::PulledReduceScatterArgs& args) {
+  return args.members == 2 && kernels::pulledReduceScatterFitsOneWave(args)
+             ? PartialsPlace::kOwner
+             : PartialsPlace::kSender;
+}
+
+// Prepares the kernel's launch for the statement's shapes (the
 // first run; the key fixes them): its buffers, its counters and the
 // peers' addresses of theirs.
 void preparePulls(
@@ -97,33 +119,46 @@ void preparePulls(
   s.counters = backend.buffers().get(
       key + "/pulled_counters", team, {d * blocks}, at::kLong, true);
   s.zeros = at::zeros({rows, n}, out.options());
-  s.received = at::empty({rows, n}, out.options());
-  s.summed = at::zeros({blocks}, out.options().dtype(at::kLong));
-  s.calls = at::zeros({1}, out.options().dtype(at::kLong));
+  s.calls = at::zeros({2}, out.options().dtype(at::kLong));
   args.zeros = s.zeros.data_ptr();
-  args.counters = static_cast<uint64_t*>(s.counters.data_ptr());
   args.calls = static_cast<uint64_t*>(s.calls.data_ptr());
-  // Where each peer holds its partial sums of this member's rows, in both
-  // halves, and its counts of their blocks.
-  const at::Tensor my_counts = s.counters.narrow(0, me * blocks, blocks);
-  for (int64_t half = 0; half < 2; ++half) {
-    const at::Tensor partials = s.partials.select(0, half);
-    args.partials[half] = partials.data_ptr();
-    const at::Tensor mine = partials.narrow(0, me * rows, rows);
-    for (int64_t p = 0; p < d; ++p) {
-      if (p != me) {
-        args.pulls.sources[half][p] = backend.buffers().peerAddress(mine, p);
-      }
-    }
-  }
+  // Slot p of a buffer (this member's, or member `holder`'s mapped here).
+  auto slot = [&](const at::Tensor& buffer, int64_t p, int64_t holder) {
+    const int64_t size = buffer.size(0) / d;
+    const at::Tensor part = buffer.narrow(0, p * size, size);
+    return holder == me ? part.data_ptr()
+                        : backend.buffers().peerAddress(part, holder);
+  };
+  // Slot p of the sender's buffers holds its partial sums of member p's
+  // rows (kSender), or slot p of the owner's holds member p's partial sums
+  // of the owner's rows (kOwner); the counts likewise. Every member
+  // places them alike: the place follows from the shapes and the GPU.
+  const bool owner = placeOf(args) == PartialsPlace::kOwner;
   for (int64_t p = 0; p < d; ++p) {
-    if (p != me) {
-      args.pulls.source_counts[p] = static_cast<const uint64_t*>(
-          backend.buffers().peerAddress(my_counts, p));
+    if (p == me) {
+      continue;
     }
+    for (int64_t half = 0; half < 2; ++half) {
+      const at::Tensor partials = s.partials.select(0, half);
+      args.sends[half][p] =
+          owner ? slot(partials, me, p) : slot(partials, p, me);
+      args.pulls.sources[half][p] =
+          owner ? slot(partials, p, me) : slot(partials, me, p);
+    }
+    args.counts[p] = static_cast<uint64_t*>(
+        owner ? slot(s.counters, me, p) : slot(s.counters, p, me));
+    args.pulls.source_counts[p] = static_cast<const uint64_t*>(
+        owner ? slot(s.counters, p, me) : slot(s.counters, me, p));
   }
-  args.pulls.received = s.received.data_ptr();
-  args.pulls.summed = static_cast<uint64_t*>(s.summed.data_ptr());
+  // With one peer whose partial sums lie here, the epilogue adds them
+  // itself; otherwise summing CTAs add the peers' up into `received`.
+  args.sums = !(owner && d == 2);
+  if (args.sums) {
+    s.received = at::empty({rows, n}, out.options());
+    s.summed = at::zeros({blocks}, out.options().dtype(at::kLong));
+    args.pulls.received = s.received.data_ptr();
+    args.pulls.summed = static_cast<uint64_t*>(s.summed.data_ptr());
+  }
   kernels::planPulledReduceScatter(args);
 
   s.workspace = at::empty(

@@ -57,10 +57,11 @@ struct FusedStatement {
   int32_t* status = nullptr;
   // GEMM + reduce-scatter (made by the first run; the statement's key fixes
   // the shapes): the kernel's partial sums and its counters, both
-  // symmetric, the counters only growing; its prepared launches and the
-  // workspace they keep, its calls so far in device memory (the same on
-  // every member), the zeros its peers' rows add, the pulled sum of this
-  // member's rows, and the pulls' counts of its blocks.
+  // symmetric, the counters only growing; its prepared launch and the
+  // workspace it keeps, the count of its calls in device memory (the same
+  // on every member), the zeros its peers' rows add, and, where summing
+  // CTAs add the peers' partial sums up, their sum of this member's rows
+  // and their counts of its blocks.
   at::Tensor partials;
   at::Tensor counters;
   std::unique_ptr<kernels::PulledReduceScatterLaunch> pulled;

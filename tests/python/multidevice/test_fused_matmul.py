@@ -253,7 +253,10 @@ def test_linear_reduce_scatter_exact(test, dtype, rows, k_local, n):
     of at least 512 rows, at most 8 of them; blocks sharing tiles); more
     tiles than the GPU has SMs (128 x 256 tiles in pairs), so that each CTA
     computes two or more in turn: the cases above have at most one a
-    CTA."""
+    CTA. With two devices the cases above run in one wave, and the
+    partial sums go into their owner's memory, whose epilogue adds them;
+    the last, and every case at d > 2, keeps them in the sender's memory,
+    whence the owner's CTAs pull them."""
     torch_dtype, md_dtype = DTYPES[dtype]
     d = test.size
     g = torch.Generator().manual_seed(17)
