@@ -18,17 +18,26 @@
 namespace mdfuser::kernels {
 namespace {
 
+// What the GEMM's tile scheduler looks up by member or by block, in device
+// memory (the workspace, written once by the launch's preparation): kept in
+// the scheduler's parameters, which every thread copies, arrays indexed at
+// run time would put that copy on each thread's stack (576 bytes).
+struct PulledTable {
+  // Where this member counts the blocks of member p's rows ([p][b]).
+  uint64_t* counts[kPulledMaxMembers];
+  // What block b's counter (PulledSteps::ready) reaches in a call.
+  uint32_t ready_counts[kPulledMaxBlocks];
+};
+
 // What the GEMM's tile scheduler counts and waits for.
 struct PulledSteps {
-  // Where this member counts the blocks of member p's rows ([p][b]).
-  uint64_t* counts[kPulledMaxMembers] = {};
+  const PulledTable* table = nullptr;
   // What the epilogue of this member's own rows waits for, per block of
-  // them: block b's counter at ready[b] reaching ready_counts[b] a call
-  // (the summing CTAs' count of the peers' sum, or, where there are none,
-  // the peer's count of its partial sums), and what it reports if it gives
-  // up.
+  // them: block b's counter at ready[b] reaching table->ready_counts[b] a
+  // call (the summing CTAs' count of the peers' sum, or, where there are
+  // none, the peer's count of its partial sums), and what it reports if it
+  // gives up.
   const uint64_t* ready = nullptr;
-  uint32_t ready_counts[kPulledMaxBlocks] = {};
   int32_t late = kPullsLate;
   int64_t rows = 0;
   int64_t block_rows = 0;
@@ -121,7 +130,9 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
     const uint64_t call = waits::callNumber(s.calls);
     for (int32_t b = held.lo; b <= held.hi; ++b) {
       if (!waits::waitAtLeast(
-              s.ready + b, call * uint64_t(s.ready_counts[b]), deadline)) {
+              s.ready + b,
+              call * uint64_t(s.table->ready_counts[b]),
+              deadline)) {
         waits::report(s.status, s.late);
         given_up_ = true;
         return;
@@ -169,7 +180,7 @@ class PulledTileScheduler : public sm90::RotatedTileScheduler<PulledSteps> {
       const int32_t member = (s.me + 1 + pending_batch_) % s.members;
       for (int32_t b = pending_blocks_.lo; b <= pending_blocks_.hi; ++b) {
         atomicAdd_system(
-            reinterpret_cast<unsigned long long*>(s.counts[member] + b),
+            reinterpret_cast<unsigned long long*>(s.table->counts[member] + b),
             static_cast<unsigned long long>(pending_));
       }
     }
@@ -243,9 +254,12 @@ int32_t pullCtasOf(const PulledReduceScatterArgs& args, int cluster_rows) {
 }
 
 // The four pointer arrays, kPulledMaxMembers each, at the start of the
-// workspace; CUTLASS's own workspace after them.
+// workspace, then the scheduler's table; CUTLASS's own workspace after
+// them.
 constexpr size_t kPointerArrayBytes = kPulledMaxMembers * sizeof(void*);
-constexpr size_t kPointerBytes = 4 * kPointerArrayBytes;
+constexpr size_t kTableOffset = 4 * kPointerArrayBytes;
+constexpr size_t kPointerBytes =
+    (kTableOffset + sizeof(PulledTable) + 127) / 128 * 128;
 
 // What the batches of a call read and write, passed by value to the
 // kernel, which writes the arrays (the operands' addresses change from
@@ -306,23 +320,28 @@ sm90::Problem problemOf(const PulledReduceScatterArgs& args) {
   return {nullptr, nullptr, nullptr, args.rows, args.n, args.k, args.device};
 }
 
-PulledSteps stepsOf(const PulledReduceScatterArgs& args, int cluster_rows) {
-  PulledSteps s;
+PulledTable tableOf(const PulledReduceScatterArgs& args, int cluster_rows) {
+  PulledTable t{};
   for (int32_t p = 0; p < args.members; ++p) {
-    s.counts[p] = args.counts[p];
+    t.counts[p] = args.counts[p];
   }
+  for (int32_t b = 0; b < args.blocks; ++b) {
+    t.ready_counts[b] = args.sums ? uint32_t(pullCtasOf(args, cluster_rows))
+                                  : args.pulls.block_tiles[b];
+  }
+  return t;
+}
+
+PulledSteps stepsOf(
+    const PulledReduceScatterArgs& args, const PulledTable* table) {
+  PulledSteps s;
+  s.table = table;
   if (args.sums) {
     s.ready = args.pulls.summed;
-    for (int32_t b = 0; b < args.blocks; ++b) {
-      s.ready_counts[b] = uint32_t(pullCtasOf(args, cluster_rows));
-    }
   } else {
     // The one peer's count of its partial sums of this member's rows.
     const int32_t peer = 1 - args.me;
     s.ready = args.pulls.source_counts[peer];
-    for (int32_t b = 0; b < args.blocks; ++b) {
-      s.ready_counts[b] = args.pulls.block_tiles[b];
-    }
     s.late = peer + 1;
   }
   s.rows = args.rows;
@@ -453,7 +472,7 @@ size_t pulledReduceScatterWorkspaceBytes(const PulledReduceScatterArgs& args) {
                                problemOf(args),
                                args.members,
                                typename Gemm::Pointers{},
-                               stepsOf(args, Gemm::kClusterRows)));
+                               stepsOf(args, nullptr)));
   });
 }
 
@@ -484,11 +503,20 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
     if (clusters <= pull_rows) {
       return cudaErrorInvalidConfiguration;
     }
+    auto* table = reinterpret_cast<PulledTable*>(
+        reinterpret_cast<char*>(arrays_) + kTableOffset);
+    // Copied from a member, which lives as long as the launch.
+    table_ = tableOf(args_, Gemm::kClusterRows);
+    if (const cudaError_t error = cudaMemcpyAsync(
+            table, &table_, sizeof(table_), cudaMemcpyHostToDevice, stream);
+        error != cudaSuccess) {
+      return error;
+    }
     const auto arguments = Gemm::arguments(
         problemOf(args_),
         args_.members,
         pointersIn<Gemm>(arrays_),
-        stepsOf(args_, Gemm::kClusterRows),
+        stepsOf(args_, table),
         clusters - pull_rows,
         pull_ctas);
     typename Gemm::Adapter adapter;
@@ -527,6 +555,7 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
 
   PulledReduceScatterArgs args_;
   void** arrays_;
+  PulledTable table_{};
   typename Kernel::Params params_{};
   sm90::CoResidentLaunch launch_;
 };
