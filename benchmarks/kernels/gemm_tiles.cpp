@@ -315,14 +315,14 @@ void benchPulled(int iters, std::vector<std::string>& json) {
       (void)summed.zero_();
       (void)calls.zero_();
       cudaError_t prepared = cudaSuccess;
-      const std::unique_ptr<kernels::PulledReduceScatterLaunch> launch =
+      const std::unique_ptr<kernels::FusedLaunch> launch =
           kernels::preparePulledReduceScatter(
               args, workspace.data_ptr(), stream, &prepared);
       check(prepared, "preparePulledReduceScatter");
       auto pulled = [&] {
         check(
             launch->launch(in.data_ptr(), w.data_ptr(), out.data_ptr(), stream),
-            "PulledReduceScatterLaunch::launch");
+            "FusedLaunch::launch");
       };
       pulled();
       at::Tensor expected =

@@ -31,6 +31,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/fused_launch.h"
 #include "kernels/gemm_dtype.h"
 #include "kernels/tile_blocks.h"
 
@@ -53,7 +54,7 @@ inline int64_t pushedCounterWords(int32_t members, int32_t blocks) {
 
 // What stays from call to call of one statement: shapes, buffers, counters
 // and the peers' addresses of theirs. Each call names its operands
-// (PushedAllgatherLaunch).
+// (FusedLaunch).
 struct PushedAllgatherArgs {
   GemmDtype dtype = GemmDtype::kBFloat16;
   // This member's gathered buffer, [members · rows, k], member p's rows
@@ -98,28 +99,15 @@ std::string pushedAllgatherRefusal(const PushedAllgatherArgs& args);
 // CTAs take SMs the GEMM needs, and the copy engines move the rows).
 bool pushedAllgatherFitsOneWave(const PushedAllgatherArgs& args);
 
-// The launch of one statement, prepared once: the grid (as many clusters
-// as the GPU holds at once, at most), the kernel's attributes.
-class PushedAllgatherLaunch {
- public:
-  virtual ~PushedAllgatherLaunch() = default;
-
-  // Posts the next call on `stream`: in[rows, k] (this member's rows),
-  // weight[n, k], out[members · rows, n], all row-major.
-  virtual cudaError_t launch(
-      const void* in,
-      const void* weight,
-      void* out,
-      cudaStream_t stream) const = 0;
-};
-
-// Prepares the launch of `args`, with `workspace`,
-// pushedAllgatherWorkspaceBytes(args) bytes of device memory that stays as
-// long as the launch. Null, with *error set, where it cannot run:
+// Prepares the launch of `args` (as many clusters as the GPU holds at
+// once, at most), with `workspace`, pushedAllgatherWorkspaceBytes(args)
+// bytes of device memory that stays as long as the launch. Its calls take
+// in[rows, k] (this member's rows), weight[n, k], out[members · rows, n].
+// Null, with *error set, where it cannot run:
 // cudaErrorInvalidConfiguration where the GPU cannot hold the pushing CTAs
 // and a cluster of the GEMM's at once.
 size_t pushedAllgatherWorkspaceBytes(const PushedAllgatherArgs& args);
-std::unique_ptr<PushedAllgatherLaunch> preparePushedAllgather(
+std::unique_ptr<FusedLaunch> preparePushedAllgather(
     const PushedAllgatherArgs& args, void* workspace, cudaError_t* error);
 
 } // namespace mdfuser::kernels

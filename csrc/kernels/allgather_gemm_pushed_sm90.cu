@@ -164,7 +164,7 @@ int64_t firstRow(const PushedAllgatherArgs& args) {
 
 // The launch of one statement, for the GEMM's type `Gemm`.
 template <class Gemm>
-class PreparedLaunch final : public PushedAllgatherLaunch {
+class PreparedLaunch final : public FusedLaunch {
   using Kernel = typename Gemm::Kernel;
 
  public:
@@ -261,15 +261,7 @@ std::string pushedAllgatherRefusal(const PushedAllgatherArgs& args) {
 }
 
 bool pushedAllgatherFitsOneWave(const PushedAllgatherArgs& args) {
-  const sm90::Problem problem = problemOf(args);
-  if (sm90::largeTiles(problem)) {
-    return false;
-  }
-  const int sms =
-      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-          args.device);
-  const int64_t tiles = ((problem.m + 127) / 128) * ((problem.n + 127) / 128);
-  return tiles + pushCtasOf(args, 1) <= sms;
+  return sm90::smallTilesInOneWave(problemOf(args), pushCtasOf(args, 1));
 }
 
 size_t pushedAllgatherWorkspaceBytes(const PushedAllgatherArgs& args) {
@@ -283,12 +275,12 @@ size_t pushedAllgatherWorkspaceBytes(const PushedAllgatherArgs& args) {
       });
 }
 
-std::unique_ptr<PushedAllgatherLaunch> preparePushedAllgather(
+std::unique_ptr<FusedLaunch> preparePushedAllgather(
     const PushedAllgatherArgs& args, void* workspace, cudaError_t* error) {
   return sm90::withGemm<PushedTileScheduler>(
       args.dtype,
       problemOf(args),
-      [&](auto gemm) -> std::unique_ptr<PushedAllgatherLaunch> {
+      [&](auto gemm) -> std::unique_ptr<FusedLaunch> {
         auto launch =
             std::make_unique<PreparedLaunch<decltype(gemm)>>(args, workspace);
         *error = launch->prepare();

@@ -39,6 +39,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/fused_launch.h"
 #include "kernels/gemm_dtype.h"
 #include "kernels/tile_blocks.h"
 
@@ -70,7 +71,7 @@ struct Pulls {
 };
 
 // What stays from call to call of one statement: the shapes, buffers and
-// counters. Each call names its operands (PulledReduceScatterLaunch).
+// counters. Each call names its operands (FusedLaunch).
 struct PulledReduceScatterArgs {
   GemmDtype dtype = GemmDtype::kBFloat16;
   // Where this member's partial sums of member p's rows go, [rows, n], in
@@ -133,30 +134,16 @@ bool pulledReduceScatterFitsOneWave(const PulledReduceScatterArgs& args);
 // args.pulls.block_tiles.
 void planPulledReduceScatter(PulledReduceScatterArgs& args);
 
-// The launch of one statement, prepared once: CUTLASS's parameters, the
-// grid (as many clusters as the GPU holds at once), the kernel's
-// attributes. What is left for a call is one launch.
-class PulledReduceScatterLaunch {
- public:
-  virtual ~PulledReduceScatterLaunch() = default;
-
-  // Posts the next call on `stream`: the kernel, with the call's operands.
-  // in[members · rows, k] (member p's rows from p · rows on), weight[n, k],
-  // out[rows, n], all row-major.
-  virtual cudaError_t launch(
-      const void* in,
-      const void* weight,
-      void* out,
-      cudaStream_t stream) const = 0;
-};
-
-// Prepares the launch of `args` (planned by planPulledReduceScatter), with
+// Prepares the launch of `args` (planned by planPulledReduceScatter;
+// CUTLASS's parameters, as many clusters as the GPU holds at once), with
 // `workspace`, pulledReduceScatterWorkspaceBytes(args) bytes of device
-// memory that stays as long as the launch. Null, with *error
+// memory that stays as long as the launch. Its calls take in[members ·
+// rows, k] (member p's rows from p · rows on), weight[n, k], out[rows, n].
+// Null, with *error
 // set, where they cannot run: cudaErrorInvalidConfiguration where the GPU
 // cannot hold the summing CTAs and a cluster of the GEMM's at once.
 size_t pulledReduceScatterWorkspaceBytes(const PulledReduceScatterArgs& args);
-std::unique_ptr<PulledReduceScatterLaunch> preparePulledReduceScatter(
+std::unique_ptr<FusedLaunch> preparePulledReduceScatter(
     const PulledReduceScatterArgs& args,
     void* workspace,
     cudaStream_t stream,

@@ -445,13 +445,7 @@ std::string pulledReduceScatterRefusal(const PulledReduceScatterArgs& args) {
 bool pulledReduceScatterFitsOneWave(const PulledReduceScatterArgs& args) {
   sm90::Problem all = problemOf(args);
   all.m = args.rows * args.members;
-  if (sm90::largeTiles(all)) {
-    return false;
-  }
-  const int sms =
-      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
-          args.device);
-  return ((all.m + 127) / 128) * ((all.n + 127) / 128) <= sms;
+  return sm90::smallTilesInOneWave(all, 0);
 }
 
 void planPulledReduceScatter(PulledReduceScatterArgs& args) {
@@ -481,7 +475,7 @@ namespace {
 // The launches of one statement, for the GEMM's type `Gemm` and the
 // pulls' element type `T`.
 template <class Gemm, class T>
-class PreparedLaunch final : public PulledReduceScatterLaunch {
+class PreparedLaunch final : public FusedLaunch {
   using Kernel = typename Gemm::Kernel;
 
  public:
@@ -562,15 +556,13 @@ class PreparedLaunch final : public PulledReduceScatterLaunch {
 
 } // namespace
 
-std::unique_ptr<PulledReduceScatterLaunch> preparePulledReduceScatter(
+std::unique_ptr<FusedLaunch> preparePulledReduceScatter(
     const PulledReduceScatterArgs& args,
     void* workspace,
     cudaStream_t stream,
     cudaError_t* error) {
   return withPulledGemm(
-      args,
-      [&](auto gemm,
-          auto element) -> std::unique_ptr<PulledReduceScatterLaunch> {
+      args, [&](auto gemm, auto element) -> std::unique_ptr<FusedLaunch> {
         auto launch =
             std::make_unique<PreparedLaunch<decltype(gemm), decltype(element)>>(
                 args, workspace);

@@ -531,6 +531,19 @@ inline bool largeTiles(const Problem& problem) {
   return ((problem.m + 127) / 128) * ((problem.n + 255) / 256) >= sms;
 }
 
+// Whether the problem takes 128 × 128 tiles (not largeTiles) and they run
+// in one wave, one an SM, beside `other_ctas` CTAs of the same launch.
+inline bool smallTilesInOneWave(const Problem& problem, int64_t other_ctas) {
+  if (largeTiles(problem)) {
+    return false;
+  }
+  const int sms =
+      cutlass::KernelHardwareInfo::query_device_multiprocessor_count(
+          problem.device);
+  const int64_t tiles = ((problem.m + 127) / 128) * ((problem.n + 127) / 128);
+  return tiles + other_ctas <= sms;
+}
+
 // Calls fn with the GEMM of the problem's dtype and tile shape (an empty
 // object of its type).
 template <class Scheduler, class Fn>

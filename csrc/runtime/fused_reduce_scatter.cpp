@@ -194,8 +194,6 @@ void fusedLinearReduceScatterPulled(
   const int64_t me = memberIndex(team, backend.rank(), what);
   checkShapes(in, weight, out, d, what);
   FusedStatement& s = statementOf(backend, team, key, what, Pushes::kNothing);
-  makeStatus(s);
-  raiseKernelError(s, backend.rank());
   if (s.pulled == nullptr) {
     preparePulls(backend, s, me, in, out, key, what);
   }

@@ -10,6 +10,22 @@
 
 namespace mdfuser::fused_detail {
 
+namespace {
+
+// The word of mapped host memory the statement's kernel reports into, made
+// once.
+void makeStatus(FusedStatement& s) {
+  if (s.status == nullptr) {
+    void* status = nullptr;
+    MDF_CUDA_CHECK(
+        cudaHostAlloc(&status, sizeof(int32_t), cudaHostAllocMapped));
+    s.status = static_cast<int32_t*>(status);
+    *s.status = 0;
+  }
+}
+
+} // namespace
+
 FusedStatement& statementOf(
     CudaBackend& backend,
     const std::vector<int64_t>& team,
@@ -20,7 +36,10 @@ FusedStatement& statementOf(
   if (statements == nullptr) {
     statements = std::make_shared<FusedStatements>();
   }
-  return statements->get(team, key, what, pushes);
+  FusedStatement& s = statements->get(team, key, what, pushes);
+  makeStatus(s);
+  raiseKernelError(s, backend.rank());
+  return s;
 }
 
 kernels::GemmDtype gemmDtype(const at::Tensor& t, const std::string& what) {
@@ -61,16 +80,6 @@ int64_t timeoutNs(const CudaBackend& backend) {
   return static_cast<int64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(backend.timeout())
           .count());
-}
-
-void makeStatus(FusedStatement& s) {
-  if (s.status == nullptr) {
-    void* status = nullptr;
-    MDF_CUDA_CHECK(
-        cudaHostAlloc(&status, sizeof(int32_t), cudaHostAllocMapped));
-    s.status = static_cast<int32_t*>(status);
-    *s.status = 0;
-  }
 }
 
 void raiseKernelError(FusedStatement& s, int64_t rank) {

@@ -64,7 +64,7 @@ struct FusedStatement {
   // and their counts of its blocks.
   at::Tensor partials;
   at::Tensor counters;
-  std::unique_ptr<kernels::PulledReduceScatterLaunch> pulled;
+  std::unique_ptr<kernels::FusedLaunch> pulled;
   at::Tensor workspace;
   at::Tensor calls;
   at::Tensor zeros;
@@ -73,7 +73,7 @@ struct FusedStatement {
   // Allgather + GEMM whose kernel pushes the rows (made by the first run):
   // its prepared launch and its gathered buffer (symmetric; the counters
   // and the workspace above are its too).
-  std::unique_ptr<kernels::PushedAllgatherLaunch> pushed;
+  std::unique_ptr<kernels::FusedLaunch> pushed;
   at::Tensor gathered;
 };
 
@@ -143,7 +143,9 @@ class FusedStatements {
 
 namespace fused_detail {
 
-// The statement of `key` of `backend`, made by its first run.
+// The statement of `key` of `backend`, made by its first run with the word
+// its kernel reports into; raises, once, the error a previous run's kernel
+// left there.
 FusedStatement& statementOf(
     CudaBackend& backend,
     const std::vector<int64_t>& team,
@@ -165,10 +167,6 @@ void checkOperands(
     const at::Tensor& weight,
     const at::Tensor& out,
     const std::string& what);
-
-// The word of mapped host memory the statement's kernel reports into, made
-// once.
-void makeStatus(FusedStatement& s);
 
 // Raises the error a previous run's kernel left in `s.status`, once.
 void raiseKernelError(FusedStatement& s, int64_t rank);
